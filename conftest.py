@@ -1,0 +1,3 @@
+"""Repository-level pytest configuration: pytester drives the end-to-end tests."""
+
+pytest_plugins = ["pytester"]

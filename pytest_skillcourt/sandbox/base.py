@@ -1,0 +1,129 @@
+"""The sandbox interface every backend implements.
+
+A sandbox is one fresh, isolated place where one run happens: no network, no
+host mounts, no host environment.  Backends (``local`` on bubblewrap,
+``docker``) differ only in how they provide that; everything above them
+(agent tools, checks, file capture) talks to this interface alone.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Mapping
+
+#: Marker appended to stdout/stderr cut at ``ExecResult`` limits.
+TRUNCATION_MARKER = "\n[... output cut by skill-court: {dropped} more bytes ...]"
+
+#: Default cap on each of stdout and stderr kept from one exec.
+DEFAULT_OUTPUT_LIMIT = 64 * 1024
+
+#: Exit status reported when a command was killed by the in-sandbox timeout
+#: (GNU/busybox ``timeout`` exits 124; 137 when it had to SIGKILL).
+TIMEOUT_EXIT_CODES = (124, 137)
+
+#: Label/name prefix that marks sandboxes as ours so ``cleanup`` finds them.
+LABEL = "skillcourt"
+
+
+class SandboxError(Exception):
+    """The sandbox itself broke (could not start, vanished, I/O failed).
+
+    Kept apart from a command that merely exited non-zero, which is an
+    ``ExecResult`` and not an exception.
+    """
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend cannot be used at all on this machine (bwrap missing,
+    Docker engine not answering, image absent and not pullable).  The message
+    says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command in the sandbox did."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    #: Raw stdout bytes, kept only when ``exec(..., binary=True)``.
+    stdout_bytes: bytes | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything needed to create a sandbox; part of the run cache key."""
+
+    image: str | None = None          # docker only; local ignores it
+    env: Mapping[str, str] = field(default_factory=dict)
+    memory_mb: int = 2048
+    pids: int = 256
+    cpus: float = 1.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    name_hint: str = ""
+
+
+class Sandbox(abc.ABC):
+    """One live sandbox.  Use as a context manager; ``close`` is idempotent.
+
+    Paths are absolute paths inside the sandbox.  ``/workspace`` exists, is
+    writable and is the working directory of every ``exec``.
+    """
+
+    backend: str = "abstract"
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: float = 60,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        binary: bool = False,
+    ) -> ExecResult:
+        """Run ``command`` with ``sh -c`` in ``/workspace``.
+
+        The timeout is enforced inside the sandbox (``timeout -k``) with host
+        slack on top; a command killed by it returns ``timed_out=True``.
+        Output beyond ``output_limit`` bytes per stream is cut and
+        ``TRUNCATION_MARKER`` appended.  With ``binary=True`` stdout is also
+        returned uncut as ``stdout_bytes``.
+
+        Raises:
+            SandboxError: the sandbox could not run the command at all.
+        """
+
+    @abc.abstractmethod
+    def write_files(self, files: Mapping[str, bytes]) -> None:
+        """Create (or replace) files, making parent directories.
+
+        Raises:
+            SandboxError: the files could not be written.
+        """
+
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """Return the bytes of one file.
+
+        Raises:
+            FileNotFoundError: no such file in the sandbox.
+            SandboxError: the sandbox could not be read.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove the sandbox and everything in it.  Never raises."""
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
