@@ -22,6 +22,11 @@ DEFAULT_OUTPUT_LIMIT = 64 * 1024
 #: (GNU/busybox ``timeout`` exits 124; 137 when it had to SIGKILL).
 TIMEOUT_EXIT_CODES = (124, 137)
 
+#: Where the agent's final answer is written inside the sandbox; the check
+#: reads it through ``$SKILL_COURT_ANSWER``.  Outside /workspace and /root so
+#: the judge's file capture never sees it.
+ANSWER_PATH = "/tmp/skill-court/answer"
+
 #: Label/name prefix that marks sandboxes as ours so ``cleanup`` finds them.
 LABEL = "skillcourt"
 
