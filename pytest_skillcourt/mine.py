@@ -1,0 +1,660 @@
+"""Mining replay tasks from Hermes Agent's session history (``skill-court tasks mine``).
+
+A skill's best replay tasks are the requests that really made the agent load
+it.  Hermes keeps every session in ``$HERMES_HOME/state.db`` (SQLite, written
+by ``hermes_state.SessionDB``): table ``sessions`` and table ``messages``
+(``id``, ``session_id``, ``role``, ``content``, ``tool_calls`` as JSON,
+``tool_name``, ``tool_call_id``, ``timestamp``, ``active``).
+
+The rules, decided from what Hermes 0.19.0 writes:
+
+- A *turn* is a real user message and every row after it (in ``id`` order, the
+  insertion order Hermes itself trusts over timestamps) up to the next real
+  user message of the same session.
+- A turn *mined for* skill S has an assistant row whose ``tool_calls`` hold a
+  ``skill_view`` call with ``name`` S (``category/S`` counts as S).  A call whose
+  tool result says the skill was not found is ignored: a guessed name is not a
+  skill.
+- Not mined, because they are about writing the skill rather than using it:
+  a turn in which ``skill_manage`` created S (action ``create``, whatever the
+  order of the calls), and a turn whose user message asks to write, create,
+  save, update or fix a skill (``SKILL_AUTHORING``).  Later turns of the same
+  session that load S for real work are mined.
+- Not user requests, so never turns: Hermes' background-review prompts ("Review
+  the conversation above and ...", persisted by older builds) together with
+  the curator reply that followed them, and context-compaction summaries (which
+  are transparent: the turn they interrupt goes on).  Sessions a subagent ran
+  for ``delegate_task`` (``model_config._delegate_from``) are skipped: their
+  "user" message was written by the parent agent.
+- Rows soft-archived by compaction or rewind (``active = 0``) are read too:
+  they are real requests, and compaction's re-inserted copies are removed by
+  the de-duplication.
+- De-duplication: by prompt with case folded and whitespace collapsed; the
+  earliest request wins.
+
+Reading is read-only (``mode=ro``) and happens while Hermes may be running:
+``immutable=1`` would ignore the write-ahead log and the locks, so it could
+miss committed sessions or read a torn page.  It is used only as a fallback
+when ``mode=ro`` cannot open the file and no ``-wal`` file exists (a database
+on a read-only medium), where nothing can be missed.
+
+Suites are written one file per skill (``<out>/<skill>.mined.yaml``), with
+check-less tasks (the judge scores them), merged into what is already there
+and replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import yaml
+
+__all__ = [
+    "MinedTask",
+    "MineError",
+    "StateDBError",
+    "SuiteFileError",
+    "SuiteWrite",
+    "SKILL_AUTHORING",
+    "normalise_prompt",
+    "mine_requests",
+    "write_suite",
+    "write_suites",
+    "add_parser",
+    "run",
+]
+
+#: Columns mining reads; checked against the file so a changed Hermes schema
+#: fails with a clear message instead of a bare sqlite error.
+REQUIRED_COLUMNS = {
+    "sessions": ("id",),
+    "messages": ("id", "session_id", "role", "content", "tool_calls", "tool_name", "tool_call_id", "timestamp"),
+}
+
+#: Prefixes of user rows Hermes writes itself (not a user's request).
+#: From hermes_state._REVIEW_HARNESS_PREFIXES and agent/context_compressor.py.
+REVIEW_HARNESS_PREFIXES = (
+    "Review the conversation above and update the skill library",
+    "Review the conversation above and consider saving to memory",
+)
+COMPACTION_PREFIXES = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
+
+#: hermes_state.SessionDB._CONTENT_JSON_PREFIX: multimodal content stored as JSON.
+_CONTENT_JSON_PREFIX = "\x00json:"
+
+# Words that, between the verb and "skill", mean the skill is a means, not the
+# object ("write the notes using our skill" is a use of the skill).
+_NOT_OBJECT = r"(?:using|use|with|per|from|via|following|by|according|to|in|on|for|and|then)\b"
+_GAP = rf"(?:(?!{_NOT_OBJECT})[\w.'-]+\s+){{0,3}}"
+
+#: A user message asking for a skill to be written or changed: such a turn
+#: loads the skill to author it, not to use it.
+SKILL_AUTHORING = re.compile(
+    r"|".join(
+        (
+            # "write a skill", "create a new release-notes skill", "add the skill"
+            rf"\b(?:write|create|add|draft|author|make|build|generate|set\s+up)\s+"
+            rf"(?:a|an|the|this|that|my|our|your|new|another)\s+{_GAP}skills?\b",
+            # "update the release-notes skill", "fix this skill", "delete that skill"
+            rf"\b(?:update|edit|patch|fix|improve|refine|rewrite|revise|change|amend|correct|"
+            rf"delete|remove|rename|review)\s+(?:the|this|that|my|our|your)\s+{_GAP}skills?\b",
+            # "save this as a skill", "turn it into a skill", "remember that in your skills"
+            r"\b(?:save|turn|make|convert|capture|store|record|remember|keep|put|write)\b[^.!?\n]{0,40}?"
+            r"\b(?:as|into|in|to)\s+(?:a|an|the|your|my|our)?\s*(?:new\s+)?skills?\b",
+            # editing the file itself
+            r"\bskill\.md\b",
+            r"\bskill_manage\b",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+_SKILL_MODIFYING_ACTIONS = ("create",)
+
+
+class MineError(Exception):
+    """Mining cannot go on; the message names the file, what was expected and the fix."""
+
+
+class StateDBError(MineError):
+    """state.db is missing, unreadable or not the schema mining expects."""
+
+
+class SuiteFileError(MineError):
+    """An existing mined suite file cannot be merged into."""
+
+
+@dataclass(frozen=True)
+class MinedTask:
+    """One user request that made the agent load ``skill`` with ``skill_view``."""
+
+    skill: str
+    prompt: str
+    session_id: str
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class SuiteWrite:
+    """What writing one mined suite did: its path, tasks found, added and held."""
+
+    skill: str
+    path: Path
+    found: int
+    added: int
+    total: int
+    backup: Path | None = None
+
+
+# -- reading state.db --------------------------------------------------------
+
+
+def normalise_prompt(prompt: str) -> str:
+    """The de-duplication key: case folded, whitespace collapsed, ends stripped."""
+    return " ".join(prompt.split()).casefold()
+
+
+def _skill_name(raw: Any) -> str:
+    """The library name of a ``skill_view``/``skill_manage`` name argument.
+
+    Hermes accepts ``category/name`` paths; the library names the skill by its
+    last segment.  Plugin-qualified names (``plugin:skill``) stay as they are.
+    """
+    if not isinstance(raw, str):
+        return ""
+    name = raw.strip().strip("/")
+    if name.endswith("/SKILL.md"):
+        name = name[: -len("/SKILL.md")]
+    return name.rsplit("/", 1)[-1].strip()
+
+
+def _text(content: Any) -> str:
+    """Message content as text; multimodal JSON content keeps its text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, bytes):
+        content = content.decode("utf-8", "replace")
+    if not isinstance(content, str):
+        return str(content)
+    if content.startswith(_CONTENT_JSON_PREFIX):
+        try:
+            parts = json.loads(content[len(_CONTENT_JSON_PREFIX):])
+        except ValueError:
+            return content[len(_CONTENT_JSON_PREFIX):]
+        if isinstance(parts, str):
+            return parts
+        if isinstance(parts, dict):
+            parts = [parts]
+        texts = []
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts)
+    return content
+
+
+def _calls(raw: Any) -> Iterator[tuple[str, str, dict]]:
+    """(call id, tool name, arguments) of each call in a ``tool_calls`` column.
+
+    Hermes stores the OpenAI shape (``{"id", "function": {"name", "arguments":
+    JSON string}}``); flat ``{"name", "arguments"}`` and dict arguments are
+    accepted too, and anything unreadable is skipped, never fatal.
+    """
+    if not raw:
+        return
+    try:
+        calls = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+    except ValueError:
+        return
+    if isinstance(calls, dict):
+        calls = [calls]
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = function.get("name")
+        if not isinstance(name, str):
+            continue
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {}
+        call_id = call.get("id") or call.get("call_id") or ""
+        yield str(call_id), name, arguments
+
+
+def _skill_not_found(result: str) -> bool:
+    """True for a ``skill_view`` result saying no such skill exists."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return False
+    if not isinstance(data, dict) or data.get("success") is not False:
+        return False
+    return "not found" in str(data.get("error", "")).lower()
+
+
+def _connect(state_db: Path) -> sqlite3.Connection:
+    """Open ``state_db`` read-only (see the module docstring for immutable)."""
+    if not state_db.is_file():
+        raise StateDBError(
+            f"{state_db}: no Hermes session database there; expected $HERMES_HOME/state.db "
+            "(pass --hermes-home DIR or set HERMES_HOME)"
+        )
+    uri = state_db.resolve().as_uri()
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=5.0)
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return conn
+    except sqlite3.OperationalError as exc:
+        wal = Path(f"{state_db}-wal")
+        if wal.exists():
+            raise StateDBError(
+                f"{state_db}: cannot open read-only ({exc}); its write-ahead log {wal.name} "
+                "exists, so it must be read through SQLite's locks: make the folder readable "
+                "and writable for this user, or copy state.db, state.db-wal and state.db-shm elsewhere"
+            ) from exc
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.DatabaseError as exc2:
+            raise StateDBError(f"{state_db}: not a readable SQLite database ({exc2})") from exc2
+    except sqlite3.DatabaseError as exc:
+        raise StateDBError(f"{state_db}: not a readable SQLite database ({exc})") from exc
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _check_schema(conn: sqlite3.Connection, state_db: Path) -> tuple[set[str], set[str]]:
+    found = {}
+    for table, required in REQUIRED_COLUMNS.items():
+        columns = _columns(conn, table)
+        missing = [c for c in required if c not in columns]
+        if missing:
+            got = f"columns {sorted(columns)}" if columns else "no such table"
+            raise StateDBError(
+                f"{state_db}: table {table!r} lacks {missing}; expected the Hermes Agent "
+                f"session schema (hermes_state.SessionDB), got {got}. Is this a Hermes state.db?"
+            )
+        found[table] = columns
+    return found["sessions"], found["messages"]
+
+
+def _delegate_sessions(conn: sqlite3.Connection, session_columns: set[str]) -> set[str]:
+    """Ids of sessions a subagent ran for ``delegate_task``."""
+    if "model_config" not in session_columns:
+        return set()
+    ids = set()
+    for session_id, model_config in conn.execute(
+        "SELECT id, model_config FROM sessions WHERE model_config LIKE '%_delegate_from%'"
+    ):
+        try:
+            config = json.loads(model_config)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(config, dict) and config.get("_delegate_from"):
+            ids.add(session_id)
+    return ids
+
+
+@dataclass
+class _Turn:
+    session_id: str
+    prompt: str
+    timestamp: float
+    viewed: dict[str, None]  # insertion-ordered set
+    created: set[str]
+    view_calls: dict[str, str]  # call id -> skill
+    not_found: set[str]  # call ids whose result said "not found"
+
+    def tasks(self, wanted: set[str] | None) -> Iterator[MinedTask]:
+        if not self.prompt.strip() or SKILL_AUTHORING.search(self.prompt):
+            return
+        missing = {self.view_calls[c] for c in self.not_found if c in self.view_calls}
+        loaded = {s for c, s in self.view_calls.items() if c not in self.not_found}
+        for skill in self.viewed:
+            if skill in self.created or (wanted is not None and skill not in wanted):
+                continue
+            if skill in missing and skill not in loaded:
+                continue
+            yield MinedTask(skill=skill, prompt=self.prompt, session_id=self.session_id, timestamp=self.timestamp)
+
+
+def _turns(rows: Iterable[tuple], skip_sessions: set[str]) -> Iterator[_Turn]:
+    """Split message rows (ordered by session, id) into user turns."""
+    current: _Turn | None = None
+    in_review = False  # inside a background-review harness exchange
+    session = None
+    for session_id, role, content, tool_calls, tool_name, tool_call_id, timestamp in rows:
+        if session_id != session:
+            if current is not None:
+                yield current
+            current, in_review, session = None, False, session_id
+        if session_id in skip_sessions:
+            continue
+        if role == "user":
+            text = _text(content)
+            head = text.lstrip()
+            if head.startswith(COMPACTION_PREFIXES):
+                continue  # transparent: the interrupted turn goes on
+            if current is not None:
+                yield current
+                current = None
+            if head.startswith(REVIEW_HARNESS_PREFIXES):
+                in_review = True
+                continue
+            in_review = False
+            current = _Turn(session_id, text.strip(), float(timestamp or 0.0), {}, set(), {}, set())
+            continue
+        if current is None or in_review:
+            continue
+        if role == "assistant":
+            for call_id, name, arguments in _calls(tool_calls):
+                skill = _skill_name(arguments.get("name"))
+                if not skill:
+                    continue
+                if name == "skill_view":
+                    current.viewed.setdefault(skill, None)
+                    current.view_calls[call_id or f"#{len(current.view_calls)}"] = skill
+                elif name == "skill_manage" and arguments.get("action") in _SKILL_MODIFYING_ACTIONS:
+                    current.created.add(skill)
+        elif role == "tool" and tool_name == "skill_view" and tool_call_id:
+            if _skill_not_found(_text(content)):
+                current.not_found.add(str(tool_call_id))
+    if current is not None:
+        yield current
+
+
+def mine_requests(state_db: Path, skills: Sequence[str] | None = None) -> dict[str, list[MinedTask]]:
+    """The user requests in ``state_db`` that made the agent ``skill_view`` each skill.
+
+    ``skills`` None mines every skill seen in a ``skill_view`` call; otherwise
+    every named skill gets a key, with an empty list when nothing was found.
+    Each list is de-duplicated by normalised prompt (the earliest request is
+    kept) and ordered by time.  Rules: see the module docstring.
+
+    Raises:
+        StateDBError: the file is missing, unreadable, or not a Hermes state.db.
+    """
+    state_db = Path(state_db)
+    wanted = None if skills is None else {_skill_name(s) or s for s in skills}
+    conn = _connect(state_db)
+    try:
+        # One read transaction: a consistent snapshot while Hermes writes.
+        conn.execute("BEGIN")
+        session_columns, _ = _check_schema(conn, state_db)
+        skip = _delegate_sessions(conn, session_columns)
+        rows = conn.execute(
+            "SELECT session_id, role, content, tool_calls, tool_name, tool_call_id, timestamp "
+            "FROM messages ORDER BY session_id, id"
+        )
+        mined: dict[str, list[MinedTask]] = {s: [] for s in sorted(wanted)} if wanted is not None else {}
+        for one_turn in _turns(rows, skip):
+            for task in one_turn.tasks(wanted):
+                mined.setdefault(task.skill, []).append(task)
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        raise StateDBError(f"{state_db}: reading the session history failed ({exc})") from exc
+    finally:
+        conn.close()
+    result = {}
+    for skill in sorted(mined):
+        seen: set[str] = set()
+        unique = []
+        for task in sorted(mined[skill], key=lambda t: (t.timestamp, t.session_id)):
+            key = normalise_prompt(task.prompt)
+            if key not in seen:
+                seen.add(key)
+                unique.append(task)
+        result[skill] = unique
+    return result
+
+
+# -- writing suites ----------------------------------------------------------
+
+HEADER = """\
+# Replay tasks mined by `skill-court tasks mine` from Hermes Agent's session
+# history ({source}): user requests that made the agent load the skill
+# {skill!r} with skill_view. The tasks have no check: the judge scores them.
+# Edit freely (add a `check`, fix a prompt, delete a task): a later mine keeps
+# every task here and never re-adds a prompt it mined before (hashes below).
+"""
+
+#: Header lines listing the sha256 prefixes of every normalised prompt ever
+#: mined into the file, so a task the user deleted stays deleted.
+_SEEN_PREFIX = "# mined-prompts:"
+_SEEN_PER_LINE = 6
+
+_HEADER_FIRST_LINE = HEADER.splitlines()[0]
+_ID = re.compile(r"^mined-(\d+)$")
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as ``|`` blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str_representer)
+
+
+def _prompt_hash(prompt: str) -> str:
+    return hashlib.sha256(normalise_prompt(prompt).encode("utf-8")).hexdigest()[:12]
+
+
+def _suite_filename(skill: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", skill) + ".mined.yaml"
+
+
+def _load_existing(path: Path, skill: str) -> tuple[dict, list[dict], set[str], bool]:
+    """The existing suite, its tasks, the prompt hashes mined before, and whether
+    it holds comments we did not write."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SuiteFileError(
+            f"{path}: cannot merge mined tasks into it, it is not valid YAML ({exc}); "
+            "fix or move the file and run `skill-court tasks mine` again"
+        ) from exc
+    if data is None:
+        data = {"skill": skill, "tasks": []}
+    if not isinstance(data, dict) or not isinstance(data.get("tasks", []), list):
+        raise SuiteFileError(
+            f"{path}: cannot merge mined tasks into it: expected a mapping with 'skill' and a "
+            f"'tasks' list, got {type(data).__name__}; fix or move the file"
+        )
+    if data.get("skill", skill) != skill:
+        raise SuiteFileError(
+            f"{path}: field 'skill' is {data.get('skill')!r}, expected {skill!r}; this file "
+            "belongs to another skill, move it before mining into this folder"
+        )
+    tasks = data.get("tasks") or []
+    lines = text.splitlines()
+    seen: set[str] = set()
+    if lines and lines[0].startswith(_HEADER_FIRST_LINE):
+        # Our header is the leading comment block.
+        while lines and lines[0].startswith("#"):
+            if lines[0].startswith(_SEEN_PREFIX):
+                seen.update(lines[0][len(_SEEN_PREFIX):].split())
+            lines = lines[1:]
+    # Any other comment (full-line or trailing) is the user's; " #" may also be
+    # prompt text, which only costs an unneeded backup.
+    foreign = any(line.lstrip().startswith("#") or " #" in line for line in lines)
+    return data, tasks, seen, foreign
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_suite(
+    skill: str, tasks: Sequence[MinedTask], out_dir: Path, *, max_tasks: int = 20, source: str = "state.db"
+) -> SuiteWrite:
+    """Merge ``tasks`` into ``out_dir/<skill>.mined.yaml`` and report what changed.
+
+    Existing tasks (with their ids, checks and edits) are always kept; new
+    requests are added, skipping prompts already present (normalised), until
+    the file holds ``max_tasks`` tasks; the most recent requests are preferred.
+    Ids are ``mined-001``, ... continuing after the highest one present.  The
+    file is untouched when nothing is added; otherwise it is replaced
+    atomically, and if it held comments we did not write, the old file is kept
+    as ``<name>.bak`` first (safe_dump cannot keep comments).
+
+    Raises:
+        SuiteFileError: the existing file is not a suite of this skill.
+    """
+    if max_tasks < 1:
+        raise ValueError(f"max_tasks: expected a positive number, got {max_tasks}")
+    path = Path(out_dir) / _suite_filename(skill)
+    data: dict = {"skill": skill, "tasks": []}
+    existing: list[dict] = []
+    seen: set[str] = set()
+    foreign = False
+    if path.exists():
+        data, existing, seen, foreign = _load_existing(path, skill)
+    present = {
+        normalise_prompt(t["prompt"]) for t in existing if isinstance(t, dict) and isinstance(t.get("prompt"), str)
+    }
+    ids = {str(t.get("id")) for t in existing if isinstance(t, dict)}
+    fresh: list[MinedTask] = []
+    for task in sorted(tasks, key=lambda t: t.timestamp, reverse=True):
+        key = normalise_prompt(task.prompt)
+        if not key or key in present or _prompt_hash(task.prompt) in seen:
+            continue  # already here, or mined before and deleted by the user
+        if len(existing) + len(fresh) >= max_tasks:
+            break
+        present.add(key)
+        fresh.append(task)
+    fresh.sort(key=lambda t: (t.timestamp, t.session_id))
+    if not fresh:
+        return SuiteWrite(skill, path, len(tasks), 0, len(existing))
+    # Never reuse the id of a deleted task: every id handed out left a hash.
+    number = max([len(seen)] + [int(m.group(1)) for i in ids if (m := _ID.match(i))])
+    new_entries = []
+    for task in fresh:
+        number += 1
+        while f"mined-{number:03d}" in ids:
+            number += 1
+        new_entries.append({"id": f"mined-{number:03d}", "prompt": task.prompt})
+        seen.add(_prompt_hash(task.prompt))
+    data = dict(data)
+    data.setdefault("skill", skill)
+    data["tasks"] = list(existing) + new_entries
+    # 'skill' first, 'tasks' last, anything the user added in between.
+    ordered = {"skill": data["skill"], **{k: v for k, v in data.items() if k not in ("skill", "tasks")}}
+    ordered["tasks"] = data["tasks"]
+    body = yaml.dump(ordered, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
+    hashes = sorted(seen)
+    seen_lines = "".join(
+        f"{_SEEN_PREFIX} {' '.join(hashes[i:i + _SEEN_PER_LINE])}\n" for i in range(0, len(hashes), _SEEN_PER_LINE)
+    )
+    backup = None
+    if path.exists() and foreign:
+        backup = path.with_name(path.name + ".bak")
+        _atomic_write(backup, path.read_text(encoding="utf-8"))
+    _atomic_write(path, HEADER.format(source=source, skill=skill) + seen_lines + body)
+    return SuiteWrite(skill, path, len(tasks), len(new_entries), len(data["tasks"]), backup)
+
+
+def write_suites(mined: dict[str, list[MinedTask]], out_dir: Path, *, max_tasks: int = 20) -> list[Path]:
+    """Write one merged suite per skill with tasks (see ``write_suite``); their paths.
+
+    Skills without any mined task get no file.
+    """
+    return [write_suite(skill, tasks, out_dir, max_tasks=max_tasks).path for skill, tasks in mined.items() if tasks]
+
+
+# -- command line ------------------------------------------------------------
+
+
+def _default_hermes_home() -> Path:
+    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``mine`` to the ``skill-court tasks`` subparsers (``set_defaults(func=run)``)."""
+    parser = subparsers.add_parser(
+        "mine",
+        help="turn requests from Hermes' session history that loaded a skill into replay tasks",
+        description=(
+            "Read $HERMES_HOME/state.db read-only, find the user requests that made the agent "
+            "call skill_view on each skill (not the turns that wrote the skill), de-duplicate "
+            "them and merge them as check-less tasks into OUT/<skill>.mined.yaml."
+        ),
+    )
+    parser.add_argument("skills", nargs="*", metavar="SKILL", help="skills to mine (default: every skill loaded)")
+    parser.add_argument(
+        "--hermes-home", type=Path, default=None, metavar="DIR",
+        help="Hermes home holding state.db (default: $HERMES_HOME, else ~/.hermes)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("skills_tests") / "mined", metavar="DIR",
+        help="folder for the mined suites (default: skills_tests/mined)",
+    )
+    parser.add_argument("--max-tasks", type=int, default=20, metavar="N", help="most tasks per suite (default 20)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Mine, write the suites and print how many requests were found per skill."""
+    home = args.hermes_home or _default_hermes_home()
+    state_db = Path(home) / "state.db"
+    if args.max_tasks < 1:
+        print(f"skill-court tasks mine: --max-tasks expected a positive number, got {args.max_tasks}", file=sys.stderr)
+        return 2
+    try:
+        mined = mine_requests(state_db, args.skills or None)
+        if not mined:
+            print(f"no skill_view calls found in {state_db}")
+            return 0
+        for skill, tasks in mined.items():
+            if not tasks:
+                print(f"{skill}: 0 request(s) found")
+                continue
+            done = write_suite(skill, tasks, args.out, max_tasks=args.max_tasks, source=str(state_db))
+            line = f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} ({done.total} in all)"
+            if done.backup is not None:
+                line += f"; previous file kept as {done.backup}"
+            print(line)
+    except MineError as exc:
+        print(f"skill-court tasks mine: {exc}", file=sys.stderr)
+        return 1
+    return 0
