@@ -1,0 +1,285 @@
+"""Command-line options and ini settings, parsed once into :class:`Settings`.
+
+Precedence everywhere: command line > ini (``[tool.pytest.ini_options]`` or
+``pytest.ini``) > default.  Invalid values are ``pytest.UsageError`` with the
+fix in the message.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DEFAULT_IMAGE = "python:3.12-slim"
+DEFAULT_TIMEOUT = 900.0
+DEFAULT_TASKS = 6
+DEFAULT_BUDGET = 3.0
+DEFAULT_MAX_ITERATIONS = 60
+
+
+class FailOn(str, enum.Enum):
+    """Which verdicts fail their verdict item."""
+
+    HURTS = "hurts"
+    INCONCLUSIVE = "inconclusive"  # HURTS or INCONCLUSIVE fail
+    NEVER = "never"
+
+
+class SandboxChoice(str, enum.Enum):
+    AUTO = "auto"
+    DOCKER = "docker"
+    LOCAL = "local"
+
+
+class AgentChoice(str, enum.Enum):
+    BUILTIN = "builtin"
+    HERMES = "hermes"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ``--skill-court-*`` options and ``skill_court_*`` ini keys."""
+    group = parser.getgroup("skill-court", "skill court: put agent skills on trial")
+    group.addoption("--skill-court", action="store_true", default=False,
+                    help="collect suite files under skills_tests/ and put their skills on trial "
+                         "(each task run with and without the skill, in fresh sandboxes)")
+
+    def opt(name: str, ini_help: str, *, ini_type: Any = "string", ini_default: Any = None,
+            **kwargs: Any) -> None:
+        group.addoption(f"--skill-court-{name}", dest=f"skill_court_{name.replace('-', '_')}",
+                        **kwargs)
+        parser.addini(f"skill_court_{name.replace('-', '_')}", ini_help, type=ini_type,
+                      default=ini_default)
+
+    opt("skills", "folder of the skill library (<name>/SKILL.md)", metavar="DIR",
+        help="folder of the skill library (default: ini skill_court_skills, else ./skills)")
+    parser.addini("skill_court_suite_dirs", "names of folders holding suite YAML files",
+                  type="args", default=["skills_tests"])
+    group.addoption("--skill-court-model", dest="skill_court_model", action="append",
+                    metavar="PROVIDER/MODEL",
+                    help="model to try the skills on, e.g. openai/gpt-4.1-mini, "
+                         "anthropic/claude-sonnet-4-5, ollama/qwen2.5:7b; repeat for several "
+                         "(default: ini skill_court_models)")
+    parser.addini("skill_court_models", "models to try skills on (provider/model), one per line",
+                  type="linelist", default=[])
+    opt("base-url", "OpenAI-compatible endpoint for the models", metavar="URL",
+        help="OpenAI-compatible endpoint (vLLM, llama.cpp, LM Studio, a proxy); "
+             "overrides the provider's default")
+    opt("agent", "agent runner: builtin or hermes", metavar="RUNNER",
+        choices=[c.value for c in AgentChoice],
+        help="agent runner: builtin (tool loop over chat completions, default) or hermes "
+             "(the real Hermes Agent)")
+    opt("hermes-profile", "Hermes profile folder cloned for each run", metavar="DIR",
+        help="Hermes profile (a HERMES_HOME) cloned for each run of the hermes runner "
+             "(default ~/.hermes)")
+    opt("sandbox", "sandbox backend: auto, docker or local", metavar="BACKEND",
+        choices=[c.value for c in SandboxChoice],
+        help="where runs happen: docker (one fresh container per run), local "
+             "(bubblewrap), auto (docker when an engine answers, else local; default)")
+    opt("image", "default sandbox image", metavar="IMAGE",
+        help=f"default Docker image for runs when a suite names none (default {DEFAULT_IMAGE})")
+    opt("timeout", "seconds per run", metavar="S",
+        help=f"seconds per run; near it the agent is asked to wrap up, past it the run has "
+             f"no outcome (default {DEFAULT_TIMEOUT:.0f})")
+    opt("tasks", "tasks per suite", metavar="N",
+        help=f"take the first N tasks of each suite (default {DEFAULT_TASKS})")
+    opt("fail-on", "which verdicts fail: hurts, inconclusive or never", metavar="WHAT",
+        choices=[c.value for c in FailOn],
+        help="verdicts that fail their verdict item: hurts (default), inconclusive "
+             "(hurts or inconclusive), never")
+    opt("judge-model", "model that judges check-less pairs", metavar="PROVIDER/MODEL",
+        help="model that judges tasks without a check (default: the run model)")
+    opt("judge-tokens", "token cap for the judge per session", metavar="N",
+        help="cap on the judge's tokens per session; pairs still waiting then get no outcome "
+             "(default 2000000)")
+    group.addoption("--skill-court-keep-sandboxes", action="store_true", default=None,
+                    dest="skill_court_keep_sandboxes",
+                    help="keep the sandboxes of the last pair for inspection")
+    opt("store", "path of the SQLite store", metavar="PATH",
+        help="SQLite store of runs, judgments and verdicts (default .skill-court/court.db "
+             "under the rootdir)")
+    group.addoption("--skill-court-fresh", action="store_true", default=False,
+                    help="ignore cached runs and judgments (they are still written)")
+    opt("budget", "USD spend cap per session", metavar="USD",
+        help=f"no new run starts once this session spent this much (default {DEFAULT_BUDGET})")
+    group.addoption("--skill-court-allow-unpriced", action="store_true", default=None,
+                    dest="skill_court_allow_unpriced",
+                    help="keep starting runs when the provider reports no price and ini "
+                         "skill_court_prices has none for the model")
+    parser.addini("skill_court_allow_unpriced", "keep running without prices", type="bool",
+                  default=False)
+    parser.addini("skill_court_prices",
+                  "USD per million tokens, one model per line: 'gpt-4.1-mini = 0.40 1.60' "
+                  "(input output)", type="linelist", default=[])
+    parser.addini("skill_court_disabled",
+                  "skills your agent configuration already hides: hidden in both arms",
+                  type="linelist", default=[])
+    group.addoption("--skill-court-apply", action="store_true", default=False,
+                    help="write HURTS verdicts to the quarantine file (and lift entries a trial "
+                         "set that no longer hurt)")
+    opt("quarantine", "path of the quarantine file", metavar="PATH",
+        help="quarantine file (default .skill-court/quarantine.json under the rootdir)")
+    group.addoption("--skill-court-json", dest="skill_court_json", metavar="PATH",
+                    help="write machine-readable results to PATH")
+    group.addoption("--skill-court-no-early-stop", action="store_true", default=False,
+                    help="run every task even when the first four show no difference")
+    group.addoption("--skill-court-shard", metavar="I/N",
+                    help="run only shard I of N (1-based) of the suites, for CI matrices; "
+                         "join the stores with 'skill-court merge'")
+    opt("memory", "sandbox memory limit in MB", metavar="MB",
+        help="memory limit per sandbox in MB (default 2048)")
+    opt("pids", "sandbox process limit", metavar="N", help="process limit per sandbox (default 256)")
+    opt("cpus", "sandbox CPU limit", metavar="N", help="CPUs per sandbox (default 1)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the plugin needs from the command line and ini, validated."""
+
+    rootdir: Path
+    skills_dir: Path
+    suite_dirs: tuple[str, ...]
+    models: tuple[str, ...]
+    base_url: str | None
+    agent: AgentChoice
+    hermes_profile: Path | None
+    sandbox: SandboxChoice
+    image: str
+    timeout: float
+    tasks: int
+    fail_on: FailOn
+    judge_model: str | None
+    judge_tokens: int
+    keep_sandboxes: bool
+    store: Path
+    fresh: bool
+    budget: float
+    allow_unpriced: bool
+    prices: dict[str, tuple[float, float]]
+    disabled: tuple[str, ...]
+    apply: bool
+    quarantine: Path
+    json_path: Path | None
+    early_stop: bool
+    shard: tuple[int, int] | None
+    memory_mb: int
+    pids: int
+    cpus: float
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    """CLI value if given, else the ini value (which carries its own default)."""
+    cli = config.getoption(f"skill_court_{name}", default=None)
+    if cli not in (None, "", []):
+        return cli
+    ini = config.getini(f"skill_court_{name}")
+    return ini if ini not in ("", []) else None
+
+
+def _number(raw: Any, name: str, default: float, *, kind: type = float, minimum: float = 0,
+            strictly: bool = True) -> Any:
+    if raw is None:
+        return kind(default)
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(
+            f"--skill-court-{name}: expected a {'whole ' if kind is int else ''}number, got {raw!r}"
+        ) from None
+    if value < minimum or (strictly and value == minimum):
+        raise pytest.UsageError(
+            f"--skill-court-{name}: expected a number {'above' if strictly else 'of at least'} "
+            f"{minimum:g}, got {raw!r}")
+    return value
+
+
+def parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
+    """Parse ini ``skill_court_prices`` lines ``model = IN OUT`` (USD per Mtok)."""
+    prices: dict[str, tuple[float, float]] = {}
+    for line in lines:
+        m = re.fullmatch(r"\s*(\S+)\s*=\s*([0-9.]+)[\s,/]+([0-9.]+)\s*", line)
+        if not m:
+            raise pytest.UsageError(
+                f"ini skill_court_prices: cannot read {line!r}; expected "
+                "'MODEL = INPUT OUTPUT' in USD per million tokens, e.g. "
+                "'gpt-4.1-mini = 0.40 1.60'")
+        prices[m.group(1).rsplit("/", 1)[-1].lower()] = (float(m.group(2)), float(m.group(3)))
+    return prices
+
+
+def parse_shard(raw: str | None) -> tuple[int, int] | None:
+    if not raw:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", raw)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise pytest.UsageError(
+            f"--skill-court-shard: expected I/N with 1 <= I <= N (e.g. 2/4), got {raw!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def load_settings(config: pytest.Config) -> Settings:
+    """Validate and gather every option.
+
+    Raises:
+        pytest.UsageError: a value is invalid; the message says how to fix it.
+    """
+    root = Path(config.rootpath)
+
+    def path_of(raw: Any, default: str) -> Path:
+        p = Path(os.path.expanduser(str(raw))) if raw else Path(default)
+        return p if p.is_absolute() else root / p
+
+    models = tuple(config.getoption("skill_court_model") or config.getini("skill_court_models"))
+    models = tuple(m.strip() for m in models if m and m.strip())
+    if not models:
+        from .agent.client import HOW_TO_CONFIGURE
+
+        raise pytest.UsageError(f"skill court: no model configured; {HOW_TO_CONFIGURE}")
+    if len(set(models)) != len(models):
+        raise pytest.UsageError(f"--skill-court-model: the same model is named twice: {models}")
+
+    allow_unpriced = config.getoption("skill_court_allow_unpriced")
+    if allow_unpriced is None:
+        allow_unpriced = bool(config.getini("skill_court_allow_unpriced"))
+    keep = config.getoption("skill_court_keep_sandboxes")
+    hermes_profile = _value(config, "hermes_profile")
+    json_path = config.getoption("skill_court_json")
+    return Settings(
+        rootdir=root,
+        skills_dir=path_of(_value(config, "skills"), "skills"),
+        suite_dirs=tuple(config.getini("skill_court_suite_dirs")),
+        models=models,
+        base_url=_value(config, "base_url"),
+        agent=AgentChoice(_value(config, "agent") or "builtin"),
+        hermes_profile=Path(os.path.expanduser(hermes_profile)) if hermes_profile else None,
+        sandbox=SandboxChoice(_value(config, "sandbox") or "auto"),
+        image=_value(config, "image") or DEFAULT_IMAGE,
+        timeout=_number(_value(config, "timeout"), "timeout", DEFAULT_TIMEOUT),
+        tasks=_number(_value(config, "tasks"), "tasks", DEFAULT_TASKS, kind=int),
+        fail_on=FailOn(_value(config, "fail_on") or "hurts"),
+        judge_model=_value(config, "judge_model"),
+        judge_tokens=_number(_value(config, "judge_tokens"), "judge-tokens", 2_000_000, kind=int),
+        keep_sandboxes=bool(keep),
+        store=path_of(_value(config, "store"), ".skill-court/court.db"),
+        fresh=bool(config.getoption("skill_court_fresh")),
+        budget=_number(_value(config, "budget"), "budget", DEFAULT_BUDGET, minimum=0, strictly=False),
+        allow_unpriced=allow_unpriced,
+        prices=parse_prices(list(config.getini("skill_court_prices"))),
+        disabled=tuple(config.getini("skill_court_disabled")),
+        apply=bool(config.getoption("skill_court_apply")),
+        quarantine=path_of(_value(config, "quarantine"), ".skill-court/quarantine.json"),
+        json_path=path_of(json_path, "") if json_path else None,
+        early_stop=not config.getoption("skill_court_no_early_stop"),
+        shard=parse_shard(config.getoption("skill_court_shard")),
+        memory_mb=_number(_value(config, "memory"), "memory", 2048, kind=int, minimum=64,
+                          strictly=False),
+        pids=_number(_value(config, "pids"), "pids", 256, kind=int, minimum=16, strictly=False),
+        cpus=_number(_value(config, "cpus"), "cpus", 1.0),
+    )

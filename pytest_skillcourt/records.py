@@ -1,0 +1,72 @@
+"""What a run leaves behind: the record stored and the summary on the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+#: Run statuses.  Only "answered" and "incomplete" can carry an outcome.
+ANSWERED = "answered"  # the agent gave a final answer
+INCOMPLETE = "incomplete"  # iteration limit, or provider error after it answered: a failure
+TIMEOUT = "timeout"  # interrupted at the timeout: no outcome
+NO_ANSWER = "no_answer"  # the model never answered: left out, not held against the skill
+NO_OUTCOME = "no_outcome"  # ran, but could not be scored (capture failed, check could not run)
+HARNESS_ERROR = "error"  # the sandbox or harness broke: the item fails
+
+ARMS = ("with", "without")
+
+
+@dataclass
+class RunRecord:
+    """Everything recorded about one run (SPEC 7)."""
+
+    run_id: str
+    cache_key: str
+    trial: str
+    skill: str
+    suite: str  # suite path relative to the rootdir
+    task_id: str
+    arm: str
+    rep: int
+    model: str
+    status: str
+    outcome: bool | None = None  # success from the check; None until judged / no outcome
+    outcome_source: str | None = None  # "check" | "judge" | None
+    needs_judge: bool = False  # check-less task with a scorable run
+    answer: str = ""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    captured: dict[str, Any] | None = None  # CapturedFiles as a dict, for the judge
+    check_exit: int | None = None
+    check_output: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    priced: bool = False
+    api_calls: int = 0
+    skill_loaded: bool = False
+    started_at: str = ""
+    duration_s: float = 0.0
+    error: str | None = None
+    runner: str = "builtin"
+    image: str | None = None
+    backend: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def cacheable(self) -> bool:
+        """Runs without outcome are never cached (SPEC 11); a check-less run
+        that awaits the judge is reusable because its judgment is keyed apart."""
+        return self.status in (ANSWERED, INCOMPLETE) and (self.outcome is not None or self.needs_judge)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunRecord":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

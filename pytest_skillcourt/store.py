@@ -1,0 +1,275 @@
+"""The SQLite store: runs, judgments, verdicts, quarantine history (SPEC 11).
+
+One file, WAL mode, one connection per process; xdist workers write their
+runs, the controller writes verdicts.  Each run is written in one transaction
+when it has finished, so a crash or Ctrl-C mid-run leaves no half-written row
+that a later session would trust.  The schema is versioned with forward
+migrations (``PRAGMA user_version``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .records import RunRecord
+
+#: Each entry migrates from version i to i+1.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE trials (
+        trial TEXT PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,
+        rootdir TEXT, argv TEXT
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, cache_key TEXT NOT NULL, trial TEXT NOT NULL,
+        skill TEXT NOT NULL, suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL,
+        rep INTEGER NOT NULL, model TEXT NOT NULL, status TEXT NOT NULL,
+        outcome INTEGER, cost_usd REAL, priced INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        cacheable INTEGER NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_key ON runs(cache_key, cacheable);
+    CREATE INDEX runs_by_trial ON runs(trial);
+    CREATE TABLE trial_runs (
+        trial TEXT NOT NULL, run_id TEXT NOT NULL, skill TEXT NOT NULL, model TEXT NOT NULL,
+        suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL, rep INTEGER NOT NULL,
+        cached INTEGER NOT NULL, PRIMARY KEY (trial, suite, task_id, arm, rep, model)
+    );
+    CREATE TABLE judgments (
+        key TEXT PRIMARY KEY, trial TEXT NOT NULL, with_run TEXT NOT NULL,
+        without_run TEXT NOT NULL, winner TEXT, input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL, created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE TABLE verdicts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, trial TEXT NOT NULL, skill TEXT NOT NULL,
+        model TEXT NOT NULL, suite TEXT NOT NULL, skill_hash TEXT NOT NULL,
+        suite_hash TEXT NOT NULL, kind TEXT NOT NULL, created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX verdicts_by_skill ON verdicts(skill, model, id);
+    CREATE TABLE quarantine_history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, action TEXT NOT NULL,
+        skill TEXT NOT NULL, model TEXT NOT NULL, trial TEXT, data TEXT NOT NULL
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names the file and the fix."""
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """A run as used by one session (fresh or from the cache)."""
+
+    record: RunRecord
+    cached: bool
+
+
+class Store:
+    """A connection to the store; cheap to open, one per process."""
+
+    def __init__(self, path: Path, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise StoreError(f"no store at {self.path}: run pytest --skill-court first "
+                                     "or pass --store PATH")
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
+                                           isolation_level=None, check_same_thread=False)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                           check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as err:
+            raise StoreError(
+                f"{self.path} is not a usable skill-court store ({err}); move it away to start "
+                "a new one, or pass --skill-court-store PATH") from err
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front: concurrent writers queue
+        # on busy_timeout instead of failing half-way through.
+        for attempt in range(5):
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this pytest-skillcourt "
+                f"knows ({SCHEMA_VERSION}); upgrade pytest-skillcourt or use another store")
+        if version == SCHEMA_VERSION or self.readonly:
+            if self.readonly and version < SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has an old schema ({version}); open it once with "
+                                 "pytest --skill-court to migrate it")
+            return
+        with self._write() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            for i in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[i].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- trials ---------------------------------------------------------------
+
+    def start_trial(self, trial: str, *, rootdir: str, argv: Sequence[str]) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO trials(trial, started_at, rootdir, argv) VALUES (?,?,?,?)",
+                       (trial, utcnow(), rootdir, json.dumps(list(argv))))
+
+    def finish_trial(self, trial: str) -> None:
+        with self._write() as db:
+            db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utcnow(), trial))
+
+    # -- runs -----------------------------------------------------------------
+
+    def cached_run(self, cache_key: str) -> RunRecord | None:
+        """The newest cacheable run with this key, if any."""
+        row = self._db.execute(
+            "SELECT data FROM runs WHERE cache_key = ? AND cacheable = 1 "
+            "ORDER BY created_at DESC, rowid DESC LIMIT 1", (cache_key,)).fetchone()
+        return RunRecord.from_json(row[0]) if row else None
+
+    def record_run(self, record: RunRecord, *, trial: str, cached: bool) -> None:
+        """Store a finished run (unless it came from the cache) and mark it used by ``trial``."""
+        with self._write() as db:
+            if not cached:
+                db.execute(
+                    "INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, "
+                    "rep, model, status, outcome, cost_usd, priced, input_tokens, output_tokens, "
+                    "cacheable, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.run_id, record.cache_key, record.trial, record.skill, record.suite,
+                     record.task_id, record.arm, record.rep, record.model, record.status,
+                     None if record.outcome is None else int(record.outcome), record.cost_usd,
+                     int(record.priced), record.input_tokens, record.output_tokens,
+                     int(record.cacheable), utcnow(), record.to_json()))
+            db.execute(
+                "INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
+                "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)",
+                (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
+                 record.arm, record.rep, int(cached)))
+
+    def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
+        sql = ("SELECT r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
+               "WHERE t.trial = ?")
+        params: list[Any] = [trial]
+        if suite is not None:
+            sql += " AND t.suite = ?"
+            params.append(suite)
+        if model is not None:
+            sql += " AND t.model = ?"
+            params.append(model)
+        return [TrialRun(RunRecord.from_json(d), bool(c)) for d, c in self._db.execute(sql, params)]
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
+        out: dict[str, RunRecord] = {}
+        ids = list(run_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for (data,) in self._db.execute(f"SELECT data FROM runs WHERE run_id IN ({marks})", chunk):
+                rec = RunRecord.from_json(data)
+                out[rec.run_id] = rec
+        return out
+
+    def spend(self, trial: str) -> float:
+        """USD spent by fresh runs and judgments of this session."""
+        runs = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM runs WHERE trial = ?",
+                                (trial,)).fetchone()[0]
+        judged = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM judgments WHERE trial = ?",
+                                  (trial,)).fetchone()[0]
+        return float(runs) + float(judged)
+
+    def unpriced_models(self, trial: str) -> list[str]:
+        """Models whose fresh runs in this session used tokens but carry no price."""
+        rows = self._db.execute(
+            "SELECT DISTINCT model FROM runs WHERE trial = ? AND priced = 0 "
+            "AND input_tokens + output_tokens > 0", (trial,))
+        return [r[0] for r in rows]
+
+    # -- judgments ------------------------------------------------------------
+
+    def judgment(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT data FROM judgments WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def record_judgment(self, key: str, *, trial: str, with_run: str, without_run: str,
+                        data: dict[str, Any], cost_usd: float | None = None) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO judgments(key, trial, with_run, without_run, winner, "
+                "input_tokens, output_tokens, cost_usd, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, trial, with_run, without_run, data.get("winner"),
+                 int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
+                 utcnow(), json.dumps(data, ensure_ascii=False)))
+
+    # -- verdicts -------------------------------------------------------------
+
+    def record_verdict(self, *, trial: str, skill: str, model: str, suite: str, skill_hash: str,
+                       suite_hash: str, kind: str, data: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
+                "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                (trial, skill, model, suite, skill_hash, suite_hash, kind, utcnow(),
+                 json.dumps(data, ensure_ascii=False)))
+
+    def latest_verdicts(self) -> list[dict[str, Any]]:
+        """The newest verdict per (skill, model)."""
+        rows = self._db.execute(
+            "SELECT v.trial, v.skill, v.model, v.suite, v.skill_hash, v.suite_hash, v.kind, "
+            "v.created_at, v.data FROM verdicts v JOIN (SELECT skill, model, MAX(id) AS id "
+            "FROM verdicts GROUP BY skill, model) m ON m.id = v.id ORDER BY v.skill, v.model")
+        keys = ("trial", "skill", "model", "suite", "skill_hash", "suite_hash", "kind", "created_at")
+        out = []
+        for row in rows:
+            item = dict(zip(keys, row[:-1]))
+            item["data"] = json.loads(row[-1])
+            out.append(item)
+        return out
+
+    def record_quarantine_change(self, *, action: str, skill: str, model: str, trial: str | None,
+                                 data: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO quarantine_history(at, action, skill, model, trial, data) "
+                       "VALUES (?,?,?,?,?,?)",
+                       (utcnow(), action, skill, model, trial, json.dumps(data, ensure_ascii=False)))
