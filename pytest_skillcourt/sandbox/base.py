@@ -132,3 +132,19 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def render_output(kept: bytes, dropped: int = 0, limit: int | None = None) -> str:
+    """Decode one captured stream, cutting it at ``limit`` bytes.
+
+    Backends read at most ``limit`` bytes and count the rest as ``dropped``
+    (so a command printing gigabytes never fills host memory); anything cut
+    gets ``TRUNCATION_MARKER`` so the agent sees that output is missing.
+    """
+    if limit is not None and len(kept) > limit:
+        dropped += len(kept) - limit
+        kept = kept[:limit]
+    text = kept.decode("utf-8", errors="replace")
+    if dropped:
+        text += TRUNCATION_MARKER.format(dropped=dropped)
+    return text
