@@ -1,0 +1,359 @@
+"""The ``skill-court`` command line (also ``hermes court`` through the Hermes plugin).
+
+Each subcommand is two pieces: a ``cmd_<name>(args) -> int`` function doing the
+work and a parser block registered with ``@subcommand("<name>")`` that adds its
+parser and points ``court_handler`` at the function.  ``configure_parser``
+builds the tree for both ``skill-court`` and ``hermes court`` (which gets the
+commands in :data:`HERMES_COMMANDS` and a quarantine file under
+``$HERMES_HOME``), so both run the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Callable, Collection, Sequence
+
+from pytest_skillcourt.quarantine import (
+    ALL_MODELS,
+    ENV_VAR,
+    QuarantineEntry,
+    QuarantineFileError,
+    default_path,
+    quarantine,
+    read_entries,
+    release,
+)
+
+#: Exit statuses (also printed by ``--help``).
+EXIT_OK = 0
+EXIT_NO_MATCH = 1
+EXIT_USAGE = 2
+
+#: The subcommands ``hermes court`` offers (those registered, in this order).
+HERMES_COMMANDS = ("list", "quarantine", "release", "report")
+
+EPILOG = """\
+exit status:
+  0  done
+  1  nothing matched (e.g. release of a skill that is not quarantined)
+  2  usage error, or a quarantine file that cannot be read (it is never overwritten)
+"""
+
+_QUARANTINE_HELP = (
+    "the quarantine file (default: $" + ENV_VAR + " if set, else {default}); "
+    "may also be given after the subcommand"
+)
+
+SubcommandBlock = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]", argparse.ArgumentParser], None]
+
+#: name -> parser block, in the order ``--help`` lists them.
+SUBCOMMANDS: dict[str, SubcommandBlock] = {}
+
+
+def subcommand(name: str) -> Callable[[SubcommandBlock], SubcommandBlock]:
+    """Register the parser block of subcommand ``name``.
+
+    The block gets the subparsers action and a parent parser carrying the
+    ``--quarantine`` option (pass it as ``parents=[common]``) and must call
+    ``set_defaults(court_handler=cmd_<name>)`` on the parser it adds.
+    """
+
+    def register(block: SubcommandBlock) -> SubcommandBlock:
+        if name in SUBCOMMANDS:
+            raise ValueError(f"skill-court subcommand {name!r} registered twice")
+        SUBCOMMANDS[name] = block
+        return block
+
+    return register
+
+
+def default_quarantine() -> Path:
+    """``$SKILL_COURT_QUARANTINE``, else ``.skill-court/quarantine.json`` under the current directory."""
+    explicit = os.environ.get(ENV_VAR, "").strip()
+    return Path(explicit).expanduser() if explicit else default_path(Path.cwd())
+
+
+def quarantine_path(args: argparse.Namespace) -> Path:
+    """The quarantine file for this invocation: ``--quarantine``, else the default."""
+    given = getattr(args, "quarantine", None)
+    if given:
+        return Path(given).expanduser()
+    return Path(getattr(args, "quarantine_default", default_quarantine)())
+
+
+def _wrap(text: str) -> str:
+    """A description paragraph wrapped for the raw formatter (which keeps the epilog's layout)."""
+    return textwrap.fill(text, width=78)
+
+
+def _prog(args: argparse.Namespace) -> str:
+    return str(getattr(args, "court_prog", "skill-court"))
+
+
+def _who(model: str) -> str:
+    return "every model" if model.strip() == ALL_MODELS else f"model {model!r}"
+
+
+def _out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+# -- list -------------------------------------------------------------------------
+
+
+def _table(entries: Sequence[QuarantineEntry]) -> list[str]:
+    rows = [("SKILL", "MODEL", "SET BY", "SINCE", "REASON")]
+    rows += [(e.skill, e.model, e.set_by, e.since or "-", e.reason or "-") for e in entries]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] for row in rows]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Print the quarantined skills (all, or those hidden from ``--model``)."""
+    path = quarantine_path(args)
+    entries = read_entries(path)
+    if args.model:
+        entries = [e for e in entries if e.hides_from(args.model)]
+    if args.as_json:
+        _out(json.dumps({"quarantine": str(path), "entries": [e.to_dict() for e in entries]}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    scope = f" for {_who(args.model)}" if args.model else ""
+    if not entries:
+        _out(f"Nothing is quarantined{scope} in {path}.")
+        return EXIT_OK
+    for line in _table(entries):
+        _out(line.rstrip())
+    _out()
+    _out(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}{scope} in {path}.")
+    for entry in entries:
+        if entry.cause:
+            _out(f"  {entry.skill} [{entry.model}] cause: {entry.cause}")
+        if entry.line:
+            _out(f"  {entry.skill} [{entry.model}] line: {entry.line}")
+    return EXIT_OK
+
+
+@subcommand("list")
+def _parser_list(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "list",
+        parents=[common],
+        help="show the quarantined skills",
+        description=_wrap("Show the skills the quarantine file hides, from which model, who set the entry, since when and why."),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", metavar="M", help="only the skills hidden from model M (entries for M and for '*')")
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true",
+        help='print {"quarantine": PATH, "entries": [...]} as JSON (entries as in the file)',
+    )
+    parser.set_defaults(court_handler=cmd_list)
+
+
+# -- quarantine --------------------------------------------------------------------
+
+
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    """Hide a skill from a model (or every model) by hand."""
+    path = quarantine_path(args)
+    entry = quarantine(path, args.skill, model=args.model, reason=args.reason)
+    _out(f"Quarantined {entry.skill!r} for {_who(entry.model)} (set by hand) in {path}.")
+    _out("Hermes with the skill-court plugin stops showing it from its next request on; no trial will lift this entry.")
+    _out(f"Undo: {_prog(args)} release {shlex.quote(entry.skill)} --model {shlex.quote(entry.model)}")
+    return EXIT_OK
+
+
+@subcommand("quarantine")
+def _parser_quarantine(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "quarantine",
+        parents=[common],
+        help="hide a skill from a model by hand",
+        description=_wrap(
+            "Hide SKILL from model M (default: every model) by writing an entry set by hand. "
+            "The skill itself is not touched. A trial never removes or changes an entry set by hand; "
+            "only `release` does. Quarantining a skill a trial already quarantined turns that entry "
+            "into a hand entry."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("skill", metavar="SKILL", help="the skill's name, as in the name: field of its SKILL.md")
+    parser.add_argument(
+        "--model", metavar="M", default=ALL_MODELS,
+        help="model to hide it from; compared case-insensitively without provider prefix "
+        "(openai/gpt-4.1-mini = gpt-4.1-mini); default '*' = every model",
+    )
+    parser.add_argument("--reason", metavar="TEXT", default="set by hand",
+                        help="why; the agent is told this when it asks for the skill (default: 'set by hand')")
+    parser.set_defaults(court_handler=cmd_quarantine)
+
+
+# -- release -----------------------------------------------------------------------
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    """Bring a skill back: remove its entries (for one model, or all)."""
+    path = quarantine_path(args)
+    removed = release(path, args.skill, model=args.model)
+    if not removed:
+        scope = f" for {_who(args.model)}" if args.model else ""
+        _err(f"{_prog(args)}: {args.skill!r} is not quarantined{scope} in {path}; nothing was changed.")
+        others = [e for e in read_entries(path) if e.skill == args.skill.strip()]
+        if others:
+            models = ", ".join(shlex.quote(e.model) for e in others)
+            _err(f"  It is quarantined for: {models}. Pass one of these to --model, or no --model to release all.")
+        else:
+            _err(f"  `{_prog(args)} list` shows what is quarantined.")
+        return EXIT_NO_MATCH
+    for entry in removed:
+        since = f" since {entry.since}" if entry.since else ""
+        _out(f"Released {entry.skill!r} for {_who(entry.model)} (set by {entry.set_by}{since}) in {path}.")
+    if any(e.set_by == "trial" for e in removed):
+        _out("A later `pytest --skill-court --skill-court-apply` run quarantines it again if it still hurts.")
+    return EXIT_OK
+
+
+@subcommand("release")
+def _parser_release(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "release",
+        parents=[common],
+        help="bring a quarantined skill back",
+        description=_wrap(
+            "Remove the quarantine entries of SKILL: the one for model M, or every entry of the skill "
+            "when --model is not given (use --model '*' for just the every-model entry). Hermes shows "
+            "the skill again from its next request on. Exit status 1 when nothing matched."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("skill", metavar="SKILL", help="the skill's name, as listed by `list`")
+    parser.add_argument("--model", metavar="M", default=None,
+                        help="release only the entry for model M ('*' = the every-model entry); default: all entries")
+    parser.set_defaults(court_handler=cmd_release)
+
+
+# -- cleanup -----------------------------------------------------------------------
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """Remove sandboxes a crashed or interrupted run left behind."""
+    from pytest_skillcourt.sandbox import cleanup_leftovers
+
+    removed = cleanup_leftovers()
+    if isinstance(removed, int):
+        count, names = removed, []
+    else:
+        names = [str(n) for n in (removed or [])]
+        count = len(names)
+    for name in names:
+        _out(f"removed {name}")
+    _out(f"Removed {count} leftover sandbox{'es' if count != 1 else ''}.")
+    return EXIT_OK
+
+
+@subcommand("cleanup")
+def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "cleanup",
+        parents=[common],
+        help="remove leftover sandboxes",
+        description=_wrap(
+            "Remove sandboxes (containers and temporary folders labelled as skill-court's) that a "
+            "crashed or interrupted run left behind. Safe while no skill-court run is going on."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(court_handler=cmd_cleanup)
+
+
+# -- assembling and running -----------------------------------------------------------
+
+
+def configure_parser(
+    parser: argparse.ArgumentParser,
+    *,
+    commands: Collection[str] | None = None,
+    default_quarantine: Callable[[], Path] = default_quarantine,
+    prog: str = "skill-court",
+    default_hint: str | None = None,
+) -> None:
+    """Add ``--quarantine`` and the subcommands (all, or those named in ``commands``
+    that are registered) to ``parser``; used for ``skill-court`` and ``hermes court``."""
+    hint = default_hint or ("./.skill-court/quarantine.json" if prog == "skill-court" else str(default_quarantine()))
+    help_text = _QUARANTINE_HELP.format(default=hint)
+    parser.add_argument("--quarantine", metavar="PATH", default=None, help=help_text)
+    if parser.epilog is None:
+        parser.epilog = EPILOG
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.set_defaults(
+        quarantine_default=default_quarantine, court_prog=prog, court_handler=None, court_parser=parser
+    )
+    # Accept --quarantine after the subcommand too, without clobbering one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quarantine", metavar="PATH", default=argparse.SUPPRESS, help=help_text)
+    sub = parser.add_subparsers(dest="court_command", metavar="COMMAND", title="commands")
+    for name, block in SUBCOMMANDS.items():
+        if commands is None or name in commands:
+            block(sub, common)
+
+
+def build_parser(prog: str = "skill-court") -> argparse.ArgumentParser:
+    """The ``skill-court`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=_wrap(
+            "Manage what pytest-skillcourt decided: the quarantine file that hides skills from the "
+            "models they hurt (read live by the Hermes Agent plugin), and leftovers of runs."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    configure_parser(parser, prog=prog)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the subcommand parsed into ``args``; returns the exit status."""
+    handler = getattr(args, "court_handler", None)
+    if handler is None:
+        parser = getattr(args, "court_parser", None)
+        if parser is not None:
+            parser.print_help(sys.stderr)
+        _err(f"{_prog(args)}: a command is required")
+        return EXIT_USAGE
+    try:
+        return int(handler(args))
+    except QuarantineFileError as exc:
+        _err(f"{_prog(args)}: {exc}")
+        return EXIT_USAGE
+    except ValueError as exc:
+        _err(f"{_prog(args)}: {exc}")
+        return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``skill-court`` console script; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""The quarantine file: which skill is hidden from which model, and why.
+
+One JSON file, versioned (schema: ``schemas/quarantine.schema.json``)::
+
+    {"version": 1, "entries": [
+      {"skill": "sales-csv-totals", "model": "claude-sonnet-4-5",
+       "skill_hash": "sha256:...", "verdict": "hurts",
+       "reason": "success fell from 100% to 0% (3 tasks)", "cause": "...",
+       "line": "...", "set_by": "trial", "trial": "...",
+       "since": "2026-11-30T12:00:00Z"}]}
+
+Writers are ``pytest --skill-court-apply`` (entries ``set_by: "trial"``) and the
+user (``skill-court quarantine``/``release``, or an editor: ``set_by: "hand"``).
+The Hermes plugin (``pytest_skillcourt.hermes``) only reads it.
+
+Rules this module keeps:
+
+- **Model names** compare by :func:`model_key`: case-insensitive, provider
+  prefix dropped.  The key is the part after the *last* ``/``, so
+  ``openai/GPT-4.1-mini``, ``gpt-4.1-mini`` and ``azure/gpt-4.1-mini`` are one
+  model, and ``openrouter/meta-llama/llama-3`` is ``llama-3``.  A ``:`` is kept
+  (``ollama/qwen2.5:7b`` is ``qwen2.5:7b``: the tag names a different model).
+  ``"*"`` means every model.
+- **Identity** of an entry is ``(skill, model_key(model))``; skill names
+  compare exactly, as Hermes compares them.
+- **Merging**: every write takes an inter-process lock (``flock`` on the side
+  file ``<name>.lock``), reads the file as it is *now*, applies the change and
+  writes a temp file in the same directory that is fsynced and renamed over the
+  old one.  Concurrent writers never lose an entry and an edit a user made
+  between two runs is kept.  A trial never removes or changes an entry set by
+  hand; a trial that finds a skill no longer hurting lifts only the entry a
+  trial set for that model.
+- **User edits survive**: keys this version does not know, in an entry or at
+  the top level, are written back unchanged.  Entries written by hand may omit
+  everything except ``skill`` and ``model``; the rest gets defaults (an entry
+  without ``set_by`` counts as set by hand, so no trial can lift it).
+- **A file we cannot read is never overwritten**: bad JSON, a wrong shape or a
+  newer ``version`` raise :class:`QuarantineFileError` naming the file, what is
+  wrong and how to fix it.  A missing file and a zero-byte file hold no entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+#: The newest file format this code reads and writes.
+SUPPORTED_VERSION = 1
+
+#: Environment variable naming the quarantine file (wins over every default).
+ENV_VAR = "SKILL_COURT_QUARANTINE"
+
+#: The entry keys this version knows, in the order they are written.
+ENTRY_FIELDS = ("skill", "model", "skill_hash", "verdict", "reason", "cause", "line", "set_by", "trial", "since")
+
+#: ``model`` value meaning every model.
+ALL_MODELS = "*"
+
+#: ``set_by`` values.
+SET_BY_TRIAL = "trial"
+SET_BY_HAND = "hand"
+
+#: ``verdict`` of an entry set by hand (no trial verdict behind it).
+VERDICT_MANUAL = "manual"
+
+_FIX_HINT = (
+    "The file was left as it is. Fix it by hand (the format is described in "
+    "pytest_skillcourt/schemas/quarantine.schema.json), or move it away to start an empty one "
+    "(its entries would then no longer hide anything)."
+)
+
+
+class QuarantineFileError(Exception):
+    """The quarantine file exists but cannot be used (unreadable, bad JSON, wrong
+    shape, newer version).  The message names the file, what is wrong and the fix;
+    the file is never overwritten."""
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """One skill hidden from one model (or from every model with ``model="*"``)."""
+
+    skill: str
+    model: str
+    skill_hash: str
+    verdict: str
+    reason: str
+    cause: str | None
+    line: str | None
+    set_by: str  # "trial" | "hand"
+    trial: str | None
+    since: str  # ISO-8601 UTC, "2026-11-30T12:00:00Z"
+    #: Keys of this entry the format does not define (a user's edit), kept on rewrite.
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The identity of the entry: ``(skill, model_key(model))``."""
+        return (self.skill, model_key(self.model))
+
+    @property
+    def every_model(self) -> bool:
+        """True when the entry hides the skill from every model."""
+        return self.model.strip() == ALL_MODELS
+
+    def hides_from(self, model: str) -> bool:
+        """True when this entry hides its skill from ``model``."""
+        return self.every_model or model_key(self.model) == model_key(model)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as written to the file: known keys first, then the user's extra keys."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in ENTRY_FIELDS}
+        for key, value in self.extra.items():
+            if key not in data:
+                data[key] = value
+        return data
+
+
+def model_key(model: str) -> str:
+    """The name models are compared by: lower case, provider prefix dropped.
+
+    The key is the text after the last ``/``: ``openai/GPT-4.1-mini`` ->
+    ``gpt-4.1-mini``, ``openrouter/meta-llama/llama-3`` -> ``llama-3``.  ``"*"``
+    stays ``"*"``.  Surrounding white space is ignored.
+    """
+    text = model.strip()
+    if text == ALL_MODELS:
+        return ALL_MODELS
+    return text.rsplit("/", 1)[-1].strip().lower()
+
+
+def now_utc() -> str:
+    """The current time in the file's format, ``2026-11-30T12:00:00Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_path(rootdir: Path) -> Path:
+    """The quarantine file of a project: ``rootdir/.skill-court/quarantine.json``."""
+    return Path(rootdir) / ".skill-court" / "quarantine.json"
+
+
+def hermes_path(environ: Mapping[str, str] = os.environ) -> Path:
+    """The file the Hermes plugin reads.
+
+    ``$SKILL_COURT_QUARANTINE`` if set, else
+    ``$HERMES_HOME/plugin-data/skill-court/quarantine.json`` (``HERMES_HOME``
+    defaults to ``~/.hermes``, as in Hermes).
+    """
+    explicit = environ.get(ENV_VAR, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    home = environ.get("HERMES_HOME", "").strip()
+    base = Path(home).expanduser() if home else Path.home() / ".hermes"
+    return base / "plugin-data" / "skill-court" / "quarantine.json"
+
+
+# -- reading ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Document:
+    """The parsed file: its entries and the top-level keys we do not own."""
+
+    entries: list[QuarantineEntry]
+    extra: dict[str, Any]
+
+
+def _bad(path: Path, what: str) -> QuarantineFileError:
+    return QuarantineFileError(f"{path}: {what}. {_FIX_HINT}")
+
+
+def _optional_str(path: Path, index: int, data: Mapping[str, Any], name: str, default: str | None) -> str | None:
+    value = data.get(name, default)
+    if value is None or isinstance(value, str):
+        return value
+    raise _bad(path, f"entries[{index}].{name}: expected a string or null, got {type(value).__name__} {value!r}")
+
+
+def _required_str(path: Path, index: int, data: Mapping[str, Any], name: str, default: str | None) -> str:
+    if name not in data and default is not None:
+        return default
+    value = data.get(name)
+    if not isinstance(value, str) or (default is None and not value.strip()):
+        got = "nothing" if name not in data else f"{type(value).__name__} {value!r}"
+        raise _bad(path, f"entries[{index}].{name}: expected a non-empty string, got {got}")
+    return value
+
+
+def _entry_from_dict(path: Path, index: int, data: Any) -> QuarantineEntry:
+    if not isinstance(data, dict):
+        raise _bad(path, f"entries[{index}]: expected an object, got {type(data).__name__} {data!r}")
+    set_by = _required_str(path, index, data, "set_by", SET_BY_HAND)
+    if set_by not in (SET_BY_TRIAL, SET_BY_HAND):
+        raise _bad(path, f"entries[{index}].set_by: expected \"trial\" or \"hand\", got {set_by!r}")
+    entry = QuarantineEntry(
+        skill=_required_str(path, index, data, "skill", None).strip(),
+        model=_required_str(path, index, data, "model", None).strip(),
+        skill_hash=_required_str(path, index, data, "skill_hash", ""),
+        verdict=_required_str(path, index, data, "verdict", VERDICT_MANUAL if set_by == SET_BY_HAND else "hurts"),
+        reason=_required_str(path, index, data, "reason", ""),
+        cause=_optional_str(path, index, data, "cause", None),
+        line=_optional_str(path, index, data, "line", None),
+        set_by=set_by,
+        trial=_optional_str(path, index, data, "trial", None),
+        since=_required_str(path, index, data, "since", ""),
+        extra={k: v for k, v in data.items() if k not in ENTRY_FIELDS},
+    )
+    return entry
+
+
+def _parse(path: Path, raw: bytes) -> _Document:
+    if not raw.strip():
+        # A zero-byte file is what `touch` makes: treat it as "nothing quarantined".
+        return _Document(entries=[], extra={})
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad(path, f"not UTF-8 text ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _bad(path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise _bad(path, f'expected a JSON object {{"version": 1, "entries": [...]}}, got {type(data).__name__}')
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        got = "nothing" if "version" not in data else repr(version)
+        raise _bad(path, f"version: expected an integer (1), got {got}")
+    if version > SUPPORTED_VERSION:
+        raise QuarantineFileError(
+            f"{path}: version {version} is newer than this pytest-skillcourt understands "
+            f"(up to {SUPPORTED_VERSION}). Upgrade pytest-skillcourt (pip install -U pytest-skillcourt) "
+            f"to read or change it; the file was left as it is."
+        )
+    if version < 1:
+        raise _bad(path, f"version: expected 1, got {version}")
+    entries = data.get("entries", [])
+    if not isinstance(entries, list):
+        raise _bad(path, f"entries: expected a list, got {type(entries).__name__}")
+    return _Document(
+        entries=[_entry_from_dict(path, i, e) for i, e in enumerate(entries)],
+        extra={k: v for k, v in data.items() if k not in ("version", "entries")},
+    )
+
+
+def _read_document(path: Path) -> _Document:
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return _Document(entries=[], extra={})
+    except IsADirectoryError:
+        raise QuarantineFileError(f"{path}: is a directory, expected a JSON file. Point to a file instead.") from None
+    except OSError as exc:
+        raise QuarantineFileError(f"{path}: cannot be read ({exc.strerror or exc}). Check its permissions.") from None
+    return _parse(Path(path), raw)
+
+
+def read_entries(path: Path) -> list[QuarantineEntry]:
+    """All entries of the file at ``path`` (``[]`` when it does not exist).
+
+    Raises:
+        QuarantineFileError: the file exists but is unreadable, not JSON, of the
+            wrong shape or of a newer version.
+    """
+    return list(_read_document(Path(path)).entries)
+
+
+def find(entries: Sequence[QuarantineEntry], skill: str, model: str) -> QuarantineEntry | None:
+    """The entry hiding ``skill`` from ``model``, if any.
+
+    An entry for that very model wins over a ``"*"`` entry (its reason is the
+    more specific one).
+    """
+    every: QuarantineEntry | None = None
+    for entry in entries:
+        if entry.skill != skill:
+            continue
+        if entry.every_model:
+            every = every or entry
+        elif model_key(entry.model) == model_key(model):
+            return entry
+    return every
+
+
+# -- writing ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the inter-process lock of the quarantine file at ``path``.
+
+    The lock lives on a side file that is never removed: removing it would let
+    two writers lock two different inodes.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _write_document(path: Path, doc: _Document) -> None:
+    """Replace the file atomically: temp file in the same directory, fsync, rename."""
+    data: dict[str, Any] = {"version": SUPPORTED_VERSION, "entries": [e.to_dict() for e in doc.entries]}
+    for key, value in doc.extra.items():
+        data.setdefault(key, value)
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    # The rename itself must survive a crash too.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def apply_trial(
+    path: Path,
+    *,
+    hurts: Sequence[QuarantineEntry],
+    cleared: Sequence[tuple[str, str]],
+) -> tuple[list[QuarantineEntry], list[QuarantineEntry]]:
+    """Merge the outcome of trials into the file; returns ``(added_or_updated, lifted)``.
+
+    ``hurts``: entries with ``set_by="trial"`` to add, or to update when a trial
+    entry for the same skill and model is there (its ``since`` and the user's
+    extra keys are kept).  A skill and model that already has an entry set by
+    hand is left alone: the hand decision stands.  An entry equal to the one
+    already there is not reported as updated.
+
+    ``cleared``: ``(skill, model)`` pairs a later trial found no longer hurting;
+    only the entry a trial set for exactly that model is lifted (a ``"*"``
+    entry only by ``(skill, "*")``), never an entry set by hand.
+
+    Raises:
+        ValueError: an entry of ``hurts`` is not ``set_by="trial"``, or a pair is
+            both in ``hurts`` and in ``cleared``.
+        QuarantineFileError: the file is unusable (it is left untouched).
+    """
+    path = Path(path)
+    for entry in hurts:
+        if entry.set_by != SET_BY_TRIAL:
+            raise ValueError(
+                f"apply_trial(hurts=...): entry for {entry.skill!r}/{entry.model!r} has set_by={entry.set_by!r}; "
+                f"expected {SET_BY_TRIAL!r} (use quarantine() for entries set by hand)"
+            )
+    hurt_keys = {e.key for e in hurts}
+    cleared_keys = {(skill, model_key(model)) for skill, model in cleared}
+    both = hurt_keys & cleared_keys
+    if both:
+        raise ValueError(f"apply_trial: {sorted(both)} both hurt and cleared in one call; pass each pair once")
+
+    changed: list[QuarantineEntry] = []
+    lifted: list[QuarantineEntry] = []
+    with _locked(path):
+        doc = _read_document(path)
+        entries = list(doc.entries)
+        for new in hurts:
+            if any(e.key == new.key and e.set_by == SET_BY_HAND for e in entries):
+                continue
+            index = next((i for i, e in enumerate(entries) if e.key == new.key), None)
+            if index is None:
+                entries.append(new)
+                changed.append(new)
+                continue
+            old = entries[index]
+            merged = replace(new, since=old.since or new.since, extra={**new.extra, **old.extra})
+            if merged.to_dict() != old.to_dict():
+                entries[index] = merged
+                changed.append(merged)
+        kept: list[QuarantineEntry] = []
+        for entry in entries:
+            if entry.set_by == SET_BY_TRIAL and entry.key in cleared_keys:
+                lifted.append(entry)
+            else:
+                kept.append(entry)
+        if changed or lifted:
+            _write_document(path, _Document(entries=kept, extra=doc.extra))
+    return changed, lifted
+
+
+def quarantine(
+    path: Path,
+    skill: str,
+    *,
+    model: str = ALL_MODELS,
+    reason: str = "set by hand",
+    skill_hash: str = "",
+) -> QuarantineEntry:
+    """Hide ``skill`` from ``model`` (default every model) by hand; returns the entry.
+
+    An existing entry for the same skill and model becomes a hand entry (so no
+    trial lifts it any more) with the new reason; its cause, line, trial, the
+    user's extra keys and, when ``skill_hash`` is empty, its hash are kept.
+
+    Raises:
+        ValueError: empty skill or model.
+        QuarantineFileError: the file is unusable (it is left untouched).
+    """
+    path = Path(path)
+    skill, model = skill.strip(), model.strip()
+    if not skill:
+        raise ValueError("quarantine(): skill name is empty; pass the skill's name as in its SKILL.md")
+    if not model:
+        raise ValueError('quarantine(): model is empty; pass a model name or "*" for every model')
+    with _locked(path):
+        doc = _read_document(path)
+        entries = list(doc.entries)
+        key = (skill, model_key(model))
+        index = next((i for i, e in enumerate(entries) if e.key == key), None)
+        if index is None:
+            entry = QuarantineEntry(
+                skill=skill, model=model, skill_hash=skill_hash, verdict=VERDICT_MANUAL, reason=reason,
+                cause=None, line=None, set_by=SET_BY_HAND, trial=None, since=now_utc(),
+            )
+            entries.append(entry)
+        else:
+            old = entries[index]
+            entry = replace(
+                old, set_by=SET_BY_HAND, reason=reason, skill_hash=skill_hash or old.skill_hash,
+                since=old.since if old.set_by == SET_BY_HAND and old.since else now_utc(),
+            )
+            entries[index] = entry
+        _write_document(path, _Document(entries=entries, extra=doc.extra))
+    return entry
+
+
+def release(path: Path, skill: str, *, model: str | None = None) -> list[QuarantineEntry]:
+    """Remove the entries of ``skill`` (for every model when ``model`` is None,
+    else only the entry for that model; ``"*"`` names the every-model entry);
+    returns what was removed (``[]`` when nothing matched: the file is not
+    rewritten then).
+
+    Raises:
+        QuarantineFileError: the file is unusable (it is left untouched).
+    """
+    path = Path(path)
+    skill = skill.strip()
+    with _locked(path):
+        doc = _read_document(path)
+        removed = [e for e in doc.entries if e.skill == skill and (model is None or e.key[1] == model_key(model))]
+        if removed:
+            kept = [e for e in doc.entries if not any(e is r for r in removed)]
+            _write_document(path, _Document(entries=kept, extra=doc.extra))
+    return removed
