@@ -19,24 +19,66 @@ Scripting: a handler ``(RecordedRequest) -> Reply | str`` decides each answer.
 global counter), so many concurrent runs from several processes stay
 deterministic.
 
-What Hermes Agent 0.19.0 sends (measured here with ``hermes -z``): see the
-section "Hermes" at the end of this docstring.
+``hermes_home(root, base_url, model)`` writes a quiet offline Hermes set-up and
+returns the minimal env to run ``hermes -z`` against this server.
 
-Hermes
-------
-(filled in from measurements below)
+Hermes Agent 0.19.0 against this server (measured here, ``hermes -z PROMPT``)
+--------------------------------------------------------------------------
+- Chat: ``POST /v1/chat/completions`` through the ``openai`` SDK, always
+  ``stream: true`` with ``stream_options: {include_usage: true}``; top-level
+  fields ``model, messages, tools, max_tokens (65536), stream, stream_options``.
+  ``messages[0]`` is the system prompt (about 10 k characters, starts "You are
+  Hermes Agent"), then the user prompt; 17 tools offered (``skill_view``,
+  ``skills_list``, ``skill_manage``, ``terminal``, ``read_file``, ...). Tool
+  results come back as ``role: tool`` with ``name`` and ``tool_call_id``; the
+  tools really run on the host (``terminal`` executes commands). Streamed
+  tool-call deltas (several per call) are reassembled correctly.
+- Probes, all answered 404 here and tolerated: ``GET /api/v1/models``,
+  ``/api/tags``, ``/v1/props``, ``/props``, ``/version`` (server-type detection,
+  three rounds per run), ``GET /v1/models`` (context length: this server puts
+  ``context_length`` on each model so Hermes stops there; without it Hermes
+  also tries ``POST /api/show`` and ``GET /v1/models/{id}``).
+- Auth: ``Authorization: Bearer <model.api_key>``, but a key shorter than 4
+  characters is ignored and ``Bearer no-key-required`` is sent.
+- Usage file: ``input_tokens``/``output_tokens`` are the sums of the
+  ``prompt_tokens``/``completion_tokens`` this server reported over all calls;
+  ``api_calls`` counts the calls. ``usage.cost`` is ignored for
+  ``provider: custom`` (``estimated_cost_usd: 0.0``, ``cost_status: unknown``).
+- Errors: a persistent 500 or 429 is retried (3 requests in all, about 11-13 s)
+  and then ``hermes -z`` still EXITS 0 and prints "API call failed after 3
+  retries: HTTP 500: <message>" on stdout; only the usage file tells
+  (``failed: true``, ``completed: false``, token fields null).
+- Start-up: about 2.5-3 s per ``hermes -z`` run when warm (the first run after
+  installing took about 9 s: byte-code compilation), on these 2-core machines.
+- Quiet and offline: no environment variable is needed (``HERMES_QUIET`` only
+  silences TUI-install notices, which `-z` never prints); no update check or telemetry runs under
+  ``-z``. Two config keys matter and ``hermes_home`` sets both:
+  ``model.context_length`` (else Hermes downloads OpenRouter model metadata:
+  a DNS lookup of openrouter.ai at every start) and
+  ``agent.environment_probe: false`` (else it runs ``python3 -m pip --version``
+  and ``pip --version``, writing ``~/.cache/pip`` and ``~/.rustup`` under HOME,
+  and may add a host-dependent line to the system prompt). With both, nothing
+  is written under HOME and only 127.0.0.1 is contacted. Pass a minimal env
+  (PATH, HOME, HERMES_HOME, LANG) so a developer's keys never leak in.
+- HERMES_HOME gets ``state.db``, ``sessions/``, ``logs/``, ``SOUL.md``,
+  ``memories/`` and more; ``config.yaml`` is left as written; ``skills/`` is
+  not seeded with bundled skills.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable, Iterable, Union
 
 __all__ = [
@@ -48,9 +90,11 @@ __all__ = [
     "turn",
     "sequence",
     "by_system",
+    "hermes_home",
 ]
 
 DEFAULT_MODEL = "test-model"
+CONTEXT_LENGTH = 131072
 
 
 @dataclass(frozen=True)
@@ -58,8 +102,8 @@ class ToolCall:
     """One tool call the fake model makes; ``arguments`` go on the wire as a JSON string."""
 
     name: str
-    arguments: dict = field(default_factory=dict)
-    id: str | None = None  # generated from the turn and index if None
+    arguments: dict | str = field(default_factory=dict)  # a str is sent verbatim (malformed-argument tests)
+    id: str | None = None  # "call_{turn}_{index}" if None: deterministic, unique within a conversation
 
 
 @dataclass(frozen=True)
@@ -251,7 +295,39 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # hanging handlers must never block stop()
     allow_reuse_address = True
+    request_queue_size = 128  # many agents connect at once; a backlog of 5 drops SYNs (1 s retries)
     owner: "LLMServer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Shut open client sockets so idle keep-alive threads end now, not at their timeout."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the peer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout tests) is expected, not an error to print.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -299,8 +375,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             model=b.get("model") if isinstance(b.get("model"), str) else None,
-            messages=list(b.get("messages") or []),
-            tools=list(b.get("tools") or []),
+            messages=b["messages"] if isinstance(b.get("messages"), list) else [],
+            tools=b["tools"] if isinstance(b.get("tools"), list) else [],
             stream=bool(b.get("stream")),
         )
 
@@ -346,7 +422,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         self._answer(request, reply)
 
-    do_PUT = do_DELETE = do_PATCH = do_POST  # noqa: N815 - all unknown paths get the 404 body
+    def _not_found(self) -> None:
+        self.server.owner._log(self._record(self._read_body()))
+        self._send(404, _error_body(404, f"Unknown path {self.command} {self.path}"))
+
+    do_PUT = do_DELETE = do_PATCH = _not_found  # noqa: N815 - stdlib naming
 
     # -- answering ----------------------------------------------------------
 
@@ -373,7 +453,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
         created = int(time.time())
         if request.stream:
-            include_usage = bool((request.body or {}).get("stream_options", {}).get("include_usage"))
+            options = (request.body or {}).get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
             self._stream(completion_id, created, model, reply.content, calls, finish, usage if include_usage else None)
             return
         message: dict = {"role": "assistant", "content": reply.content}
@@ -439,7 +520,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 def _model_object(model_id: str) -> dict:
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": "llm-server"}
+    # context_length is what llama.cpp/vLLM-style servers report; Hermes reads it
+    # from /v1/models and then skips its OpenRouter metadata lookup (network).
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "llm-server", "context_length": CONTEXT_LENGTH}
 
 
 def _wire_call(call: ToolCall, turn_index: int, index: int) -> dict:
@@ -447,7 +530,10 @@ def _wire_call(call: ToolCall, turn_index: int, index: int) -> dict:
     return {
         "id": call.id or f"call_{turn_index}_{index}",
         "type": "function",
-        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        "function": {
+            "name": call.name,
+            "arguments": call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
+        },
     }
 
 
@@ -511,6 +597,7 @@ class LLMServer:
             return
         server.shutdown()
         server.server_close()
+        server.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -554,6 +641,54 @@ class LLMServer:
     def _errors_append(self, exc: BaseException) -> None:
         with self._lock:
             self.errors.append(exc)
+
+
+def hermes_home(
+    root: str | os.PathLike[str],
+    base_url: str,
+    model: str = DEFAULT_MODEL,
+    api_key: str = "test-key",
+    config: dict | None = None,
+) -> dict[str, str]:
+    """Make a quiet, offline Hermes set-up under ``root`` and return the env to run it with.
+
+    Creates ``root/home`` (HOME) and ``root/hermes`` (HERMES_HOME, with
+    ``config.yaml`` and an empty ``skills/``). ``config`` entries are merged
+    over the defaults one level deep (so ``{"agent": {...}}`` keeps
+    ``environment_probe: false``). The returned env holds only PATH, HOME,
+    HERMES_HOME and LANG: nothing from the developer's shell leaks in.
+    """
+    root_path = Path(root)
+    home, hermes = root_path / "home", root_path / "hermes"
+    (hermes / "skills").mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    settings: dict = {
+        "model": {
+            "default": model,
+            "provider": "custom",
+            "base_url": base_url,
+            # Hermes ignores keys shorter than 4 characters ("no-key-required" is sent instead).
+            "api_key": api_key,
+            # Skips the OpenRouter metadata download (a DNS lookup of openrouter.ai at start).
+            "context_length": CONTEXT_LENGTH,
+        },
+        # Stops the pip/python toolchain probe: it runs `pip --version` (writes
+        # ~/.cache/pip), and its line would make the system prompt host-dependent.
+        "agent": {"environment_probe": False},
+    }
+    for key, value in (config or {}).items():
+        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    # JSON is valid YAML, so no YAML writer is needed here.
+    (hermes / "config.yaml").write_text(json.dumps(settings, indent=2) + "\n")
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "HERMES_HOME": str(hermes),
+        "LANG": "C.UTF-8",
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
