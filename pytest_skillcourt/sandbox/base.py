@@ -9,6 +9,10 @@ host mounts, no host environment.  Backends (``local`` on bubblewrap,
 from __future__ import annotations
 
 import abc
+import io
+import os
+import tarfile
+import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -148,3 +152,34 @@ def render_output(kept: bytes, dropped: int = 0, limit: int | None = None) -> st
     if dropped:
         text += TRUNCATION_MARKER.format(dropped=dropped)
     return text
+
+
+def tar_of_files(files: Mapping[str, bytes]) -> bytes:
+    """One tar holding ``files`` (absolute sandbox paths), to extract at ``/``.
+
+    Members carry mode 0644 and the current time as mtime, so what a run's
+    set-up writes counts as written "now" for file capture (Docker's
+    ``put_archive`` keeps tar mtimes).
+
+    Raises:
+        SandboxError: a path is not absolute or content is not bytes.
+    """
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, content in files.items():
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise SandboxError(f"write_files: path must be absolute, got {path!r}")
+            name = os.path.normpath(path).lstrip("/")
+            if not name or name.startswith(".."):
+                raise SandboxError(f"write_files: not a file path: {path!r}")
+            if not isinstance(content, (bytes, bytearray)):
+                raise SandboxError(
+                    f"write_files: content of {path} must be bytes, got {type(content).__name__}"
+                )
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            info.mode = 0o644
+            info.mtime = now
+            tar.addfile(info, io.BytesIO(bytes(content)))
+    return buf.getvalue()

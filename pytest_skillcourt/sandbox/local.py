@@ -42,14 +42,12 @@ never by host path, so a symlink planted by the agent (``/workspace/x ->
 from __future__ import annotations
 
 import fcntl
-import io
 import os
 import secrets
 import selectors
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 import threading
 import time
@@ -66,6 +64,7 @@ from pytest_skillcourt.sandbox.base import (
     SandboxSpec,
     SandboxUnavailable,
     render_output,
+    tar_of_files,
 )
 
 #: Prefix of the host directories that hold local sandboxes (cleanup finds them).
@@ -387,7 +386,7 @@ class LocalSandbox(Sandbox):
     def write_files(self, files: Mapping[str, bytes]) -> None:
         if not files:
             return
-        data = _tar_of(files)
+        data = tar_of_files(files)
         result = self._run(
             self._argv("tar -x -m -f - -C /", 120, self._env(None)),
             timeout=120, stdin=data, output_limit=DEFAULT_OUTPUT_LIMIT, binary=False,
@@ -505,27 +504,6 @@ def _seconds(timeout: float) -> str:
         raise SandboxError(f"exec timeout must be positive, got {timeout!r}")
     return f"{timeout:.3f}".rstrip("0").rstrip(".")
 
-
-def _tar_of(files: Mapping[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    now = time.time()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, content in files.items():
-            if not path.startswith("/"):
-                raise SandboxError(f"write_files: path must be absolute, got {path!r}")
-            name = os.path.normpath(path).lstrip("/")
-            if not name or name.startswith(".."):
-                raise SandboxError(f"write_files: not a file path: {path!r}")
-            if not isinstance(content, (bytes, bytearray)):
-                raise SandboxError(
-                    f"write_files: content of {path} must be bytes, got {type(content).__name__}"
-                )
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            info.mode = 0o644
-            info.mtime = int(now)
-            tar.addfile(info, io.BytesIO(bytes(content)))
-    return buf.getvalue()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

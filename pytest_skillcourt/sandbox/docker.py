@@ -1,0 +1,487 @@
+"""The ``docker`` backend: one container per run, on any Docker Engine.
+
+The engine is whatever ``DOCKER_HOST`` names (a local socket, ``tcp://``,
+``ssh://user@host``); the docker SDK is imported only here.
+
+Each sandbox is a container created from the spec's image with:
+``network_mode="none"``; no bind mounts or volumes; the environment the spec
+sets (plus ``HOME=/root``), nothing from the host; memory (swap equal, so no
+swap), pids and cpu limits from the spec; ``cap_drop=ALL`` with only the
+capabilities an ordinary root shell needs for files and users added back
+(``ADD_CAPS``; raw sockets, mknod, chroot, setpcap/setfcap stay dropped);
+``no-new-privileges``; ``init=True`` so orphans of past execs are reaped
+rather than eating the pids limit; labels ``{LABEL: "1", **spec.labels}``;
+a ``skillcourt-`` name; ``sleep infinity`` as its process; ``/workspace`` as
+working directory.
+
+One docker client per process (two, really: control calls have a bounded
+timeout, exec streams an unbounded one because a silent command may
+legitimately run for the whole run timeout; a watchdog bounds those instead).
+Image ids are cached per process so creating a sandbox is two API calls
+(create, start).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import math
+import os
+import secrets
+import tarfile
+import threading
+import time
+import weakref
+from typing import Any, Mapping
+
+from pytest_skillcourt.sandbox.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    LABEL,
+    TIMEOUT_EXIT_CODES,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    SandboxUnavailable,
+    render_output,
+    tar_of_files,
+)
+
+#: Name prefix of our containers (with the label, how cleanup finds them).
+NAME_PREFIX = f"{LABEL}-"
+
+#: Capabilities added back after ``cap_drop=ALL``: root may still chown,
+#: read/write files it does not own, keep setuid bits, signal its own
+#: processes, and switch users (su, package scripts).
+ADD_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
+
+#: Seconds for control calls (create, start, inspect, archives, remove).
+CONTROL_TIMEOUT_S = 120
+#: Seconds the host waits past the in-container ``timeout -k 5 N``.
+HOST_SLACK_S = 10.0
+#: Seconds a ping may take before ``auto`` falls back to local.
+PING_TIMEOUT_S = 3
+
+#: Exit statuses that mean "killed by timeout" when the command also ran for
+#: the whole timeout: GNU timeout says 124 (137 after -k), busybox's timeout
+#: reports the child's SIGTERM death, 143.
+_TIMEOUT_CODES = frozenset(TIMEOUT_EXIT_CODES) | {143}
+
+_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+_client_pid: int | None = None
+_ping_result: str | None = None
+_image_ids: dict[str, str] = {}
+_live: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
+
+
+def _engine_name() -> str:
+    return os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+
+
+def _get_client(kind: str) -> Any:
+    global _client_pid
+    import docker
+
+    with _lock:
+        if _client_pid != os.getpid():
+            # A forked child (xdist) must not share the parent's connections.
+            _clients.clear()
+            _client_pid = os.getpid()
+        if kind not in _clients:
+            timeout = CONTROL_TIMEOUT_S if kind == "control" else 365 * 24 * 3600
+            _clients[kind] = docker.from_env(timeout=timeout)
+        return _clients[kind]
+
+
+def client() -> Any:
+    """The per-process ``docker.DockerClient`` (control calls)."""
+    return _get_client("control")
+
+
+def ping() -> str:
+    """"" when the engine answers, else why not and how to fix (cached)."""
+    global _ping_result
+    if _ping_result is not None:
+        return _ping_result
+    try:
+        import docker
+    except ImportError as exc:
+        _ping_result = (
+            f"docker sandbox: the docker SDK is not installed ({exc}). "
+            "Fix: `pip install docker`, or use `--skill-court-sandbox local`."
+        )
+        return _ping_result
+    try:
+        probe = docker.from_env(timeout=PING_TIMEOUT_S)
+        try:
+            probe.ping()
+        finally:
+            probe.close()
+        _ping_result = ""
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine"
+        _ping_result = (
+            f"docker sandbox: no Docker engine answers at {_engine_name()}: {exc}. "
+            "Fix: start it (`systemctl start docker`, or `dockerd &`), point "
+            "DOCKER_HOST at a running engine (ssh://user@host works), or use "
+            "`--skill-court-sandbox local`."
+        )
+    return _ping_result
+
+
+def ensure_image(image: str) -> str:
+    """Return the image id (``sha256:...``), pulling the image if missing.
+
+    Raises:
+        SandboxUnavailable: no engine, or the image is missing and the pull
+            failed (names the image and what the pull said).
+    """
+    cached = _image_ids.get(image)
+    if cached:
+        return cached
+    reason = ping()
+    if reason:
+        raise SandboxUnavailable(reason)
+    import docker.errors
+
+    api = client().api
+    try:
+        image_id = api.inspect_image(image)["Id"]
+    except docker.errors.ImageNotFound:
+        repo, tag = _split_ref(image)
+        try:
+            api.pull(repo, tag=tag)
+            image_id = api.inspect_image(image)["Id"]
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(
+                f"docker sandbox: image {image!r} is not on the engine at "
+                f"{_engine_name()} and `docker pull {image}` failed: {exc}. Fix: build "
+                f"or load it there (`docker build -t {image} .` / `docker load`), or set "
+                "`skill_court_image` to an image the engine has."
+            ) from exc
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailable(
+            f"docker sandbox: cannot inspect image {image!r} at {_engine_name()}: {exc}"
+        ) from exc
+    _image_ids[image] = image_id
+    return image_id
+
+
+def _split_ref(image: str) -> tuple[str, str | None]:
+    if "@" in image:
+        repo, digest = image.split("@", 1)
+        return repo, digest
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = image.rsplit(":", 1)
+        return repo, tag
+    return image, "latest"
+
+
+class DockerSandbox(Sandbox):
+    """A container; see the module docstring for how it is isolated."""
+
+    backend = "docker"
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        if not spec.image:
+            raise SandboxUnavailable(
+                "docker sandbox: SandboxSpec.image is empty. Fix: set `skill_court_image`."
+            )
+        import docker.errors
+
+        self.spec = spec
+        self._api = client().api
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.id: str | None = None
+        hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_.")[:40]
+        self.name = NAME_PREFIX + (hint + "-" if hint else "") + secrets.token_hex(6)
+        env = {"HOME": "/root", **spec.env}
+        host_config = self._api.create_host_config(
+            network_mode="none",
+            mem_limit=spec.memory_mb * 1024 * 1024,
+            memswap_limit=spec.memory_mb * 1024 * 1024,
+            pids_limit=spec.pids,
+            nano_cpus=int(spec.cpus * 1e9),
+            cap_drop=["ALL"],
+            cap_add=list(ADD_CAPS),
+            security_opt=["no-new-privileges"],
+            init=True,
+            auto_remove=False,
+        )
+        try:
+            try:
+                created = self._api.create_container(
+                    spec.image,
+                    # busybox and coreutils both have `sleep infinity`; the
+                    # fallback keeps odd images (old busybox) alive too.
+                    command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
+                    name=self.name,
+                    labels={LABEL: "1", **spec.labels},
+                    environment=env,
+                    working_dir="/workspace",
+                    host_config=host_config,
+                    network_disabled=True,
+                )
+            except docker.errors.ImageNotFound:
+                ensure_image(spec.image)  # pulls, or raises SandboxUnavailable saying why
+                created = self._api.create_container(
+                    spec.image,
+                    command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
+                    name=self.name,
+                    labels={LABEL: "1", **spec.labels},
+                    environment=env,
+                    working_dir="/workspace",
+                    host_config=host_config,
+                    network_disabled=True,
+                )
+            self.id = created["Id"]
+            _live.add(self)
+            self._api.start(self.id)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, docker.errors.DockerException):
+                raise SandboxError(
+                    f"docker sandbox: could not create a container from {spec.image!r} "
+                    f"at {_engine_name()}: {exc}"
+                ) from exc
+            raise
+
+    # -- Sandbox API -------------------------------------------------------
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: float = 60,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        binary: bool = False,
+    ) -> ExecResult:
+        import docker.errors
+
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: exec after close")
+        if timeout <= 0:
+            raise SandboxError(f"exec timeout must be positive, got {timeout!r}")
+        # busybox's timeout takes whole seconds only.
+        seconds = str(max(1, math.ceil(timeout)))
+        argv = ["timeout", "-k", "5", seconds, "sh", "-c", command]
+        if stdin is not None:
+            # Exec stdin needs a hijacked socket with half-close, which ssh://
+            # engines do not give reliably; a file in the container does.
+            path = f"/tmp/.{LABEL}-stdin-{secrets.token_hex(6)}"
+            self.write_files({path: stdin})
+            argv = [
+                "sh", "-c", 'exec <"$1" && rm -f "$1" && exec timeout -k 5 "$2" sh -c "$3"',
+                "sh", path, seconds, command,
+            ]
+        exec_env = {**(env or {})}
+        api = _get_client("exec").api
+        started = time.monotonic()
+        try:
+            exec_id = self._api.exec_create(
+                self.id, argv, stdout=True, stderr=True, environment=exec_env or None,
+                workdir="/workspace",
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: exec failed: {exc}") from exc
+
+        overran = threading.Event()
+
+        def watchdog() -> None:
+            overran.set()
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - best effort: unblocks the reader
+                pass
+
+        timer = threading.Timer(timeout + 5 + HOST_SLACK_S, watchdog)
+        timer.daemon = True
+        timer.start()
+        out, err = bytearray(), bytearray()
+        dropped = [0, 0]
+        out_limit = None if binary else output_limit
+        try:
+            for chunk_out, chunk_err in stream:
+                for i, (buf, chunk, limit) in enumerate(
+                    ((out, chunk_out, out_limit), (err, chunk_err, output_limit))
+                ):
+                    if not chunk:
+                        continue
+                    room = len(chunk) if limit is None else max(0, limit - len(buf))
+                    buf += chunk[:room]
+                    dropped[i] += len(chunk) - min(room, len(chunk))
+        except docker.errors.DockerException as exc:
+            if not overran.is_set():
+                raise SandboxError(f"docker sandbox {self.name}: exec stream broke: {exc}") from exc
+        finally:
+            timer.cancel()
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001
+                pass
+        if overran.is_set():
+            return ExecResult(
+                exit_code=137,
+                stdout=render_output(bytes(out), dropped[0], output_limit),
+                stderr=render_output(bytes(err), dropped[1], output_limit),
+                timed_out=True,
+                stdout_bytes=bytes(out) if binary else None,
+            )
+        try:
+            info = self._api.exec_inspect(exec_id)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: exec inspect failed: {exc}") from exc
+        code = info.get("ExitCode")
+        if code is None or info.get("Running"):
+            raise SandboxError(
+                f"docker sandbox {self.name}: exec output ended but the command is still "
+                "running (connection to the engine lost?)"
+            )
+        elapsed = time.monotonic() - started
+        return ExecResult(
+            exit_code=code,
+            stdout=render_output(bytes(out), dropped[0], output_limit),
+            stderr=render_output(bytes(err), dropped[1], output_limit),
+            timed_out=code in _TIMEOUT_CODES and elapsed >= timeout * 0.99,
+            stdout_bytes=bytes(out) if binary else None,
+        )
+
+    def write_files(self, files: Mapping[str, bytes]) -> None:
+        import docker.errors
+
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: write after close")
+        if not files:
+            return
+        data = tar_of_files(files)
+        try:
+            ok = self._api.put_archive(self.id, "/", data)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(
+                f"docker sandbox {self.name}: writing {sorted(files)} failed: {exc}"
+            ) from exc
+        if not ok:
+            raise SandboxError(f"docker sandbox {self.name}: writing {sorted(files)} failed")
+
+    def read_file(self, path: str) -> bytes:
+        import docker.errors
+
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: read after close")
+        try:
+            chunks, stat = self._api.get_archive(self.id, path)
+            data = b"".join(chunks)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"{path}: no such file in docker sandbox {self.name}") from exc
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: reading {path} failed: {exc}") from exc
+        if stat.get("mode", 0) & (1 << 31):  # Go's os.ModeDir
+            raise IsADirectoryError(f"{path}: is a directory in docker sandbox {self.name}")
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                for member in tar:
+                    if member.isfile():
+                        fh = tar.extractfile(member)
+                        assert fh is not None
+                        return fh.read()
+                    break
+        except tarfile.TarError as exc:
+            raise SandboxError(f"docker sandbox {self.name}: reading {path}: bad archive: {exc}") from exc
+        # A symlink or special file: let the sandbox resolve it in its own view.
+        result = self.exec('cat -- "$P"', env={"P": path}, binary=True, timeout=120)
+        if not result.ok or result.stdout_bytes is None:
+            raise SandboxError(
+                f"docker sandbox {self.name}: reading {path} failed "
+                f"(exit {result.exit_code}): {result.stderr.strip()[:500]}"
+            )
+        return result.stdout_bytes
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self.id is None:
+            return
+        # Removal runs in a non-daemon thread: a Ctrl-C landing while we wait
+        # interrupts the wait, not the removal, and the interpreter waits for
+        # the thread before exiting.
+        done = threading.Thread(target=_remove, args=(self._api, self.id), name=f"rm-{self.name}")
+        done.start()
+        try:
+            done.join()
+        except BaseException:  # noqa: BLE001 - never raise from close
+            pass
+        _live.discard(self)
+
+    def __repr__(self) -> str:
+        return f"<DockerSandbox {self.name}{' closed' if self._closed else ''}>"
+
+
+def open_docker(spec: SandboxSpec) -> DockerSandbox:
+    """Create and start a container sandbox.
+
+    Raises:
+        SandboxUnavailable: no engine, no image.
+        SandboxError: the engine refused to create or start it.
+    """
+    reason = ping()
+    if reason:
+        raise SandboxUnavailable(reason)
+    return DockerSandbox(spec)
+
+
+def _remove(api: Any, container_id: str) -> None:
+    import docker.errors
+
+    for attempt in range(5):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            # 409: removal already in progress; retry briefly.
+            if getattr(exc, "status_code", None) == 409 and attempt < 4:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            return
+        except Exception:  # noqa: BLE001 - close never raises
+            return
+
+
+def leftover_containers(older_than_s: float = 0) -> list[str]:
+    """Force-remove our labelled containers older than ``older_than_s``."""
+    import docker.errors
+
+    api = client().api
+    removed: list[str] = []
+    try:
+        containers = api.containers(all=True, filters={"label": LABEL})
+    except docker.errors.DockerException:
+        return removed
+    now = time.time()
+    for c in containers:
+        if now - c.get("Created", 0) < older_than_s:
+            continue
+        name = (c.get("Names") or [c["Id"]])[0].lstrip("/")
+        try:
+            api.remove_container(c["Id"], force=True, v=True)
+            removed.append(name)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.DockerException:
+            continue
+    return removed
+
+
+@atexit.register
+def _close_live() -> None:
+    # Sandboxes not closed by their owner (a crash outside `with`) go now.
+    for sandbox in list(_live):
+        sandbox.close()
