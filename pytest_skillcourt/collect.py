@@ -1,0 +1,140 @@
+"""Collection: suite files become pytest items (SPEC 5).
+
+``skills_tests/x.yaml::task[with]`` / ``[without]`` run items (adjacent, so
+both arms of a pair run at the same time on different xdist workers) and one
+``verdict[model]`` item per skill and model.  Verdict items are never run by
+a worker: the controller produces their reports after every run (see
+``court.py``), with or without xdist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+from .records import ARMS
+from .suite import Suite, SuiteError, Task, load_suite
+
+if TYPE_CHECKING:
+    from .court import SkillCourt
+
+
+class SkillCourtError(Exception):
+    """A harness failure shown as a readable message, without traceback."""
+
+
+@dataclass(frozen=True)
+class RunId:
+    """What a run item stands for."""
+
+    suite_rel: str
+    skill: str
+    task_id: str
+    task_index: int
+    arm: str
+    rep: int
+    model: str
+
+
+def model_ids(models: tuple[str, ...]) -> dict[str, str]:
+    """Short, unique id per model for node ids: the name without provider
+    (``gpt-4.1-mini``), or the whole label when two models share it."""
+    short = {m: m.split("/", 1)[-1] for m in models}
+    values = list(short.values())
+    return {m: (s if values.count(s) == 1 else m) for m, s in short.items()}
+
+
+def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
+    parts = [arm]
+    if reps > 1:
+        parts.append(f"r{rep}")
+    if n_models > 1:
+        parts.append(model_id)
+    return f"{task_id}[{'-'.join(parts)}]"
+
+
+class SuiteFile(pytest.File):
+    """One suite YAML file."""
+
+    def court(self) -> "SkillCourt":
+        from .court import COURT_KEY
+
+        return self.config.stash[COURT_KEY]
+
+    def collect(self) -> Iterator[pytest.Item]:
+        court = self.court()
+        library = court.library()
+        suite = load_suite(self.path, library.names())
+        court.remember_suite(suite)
+        settings = court.settings
+        models = settings.models
+        ids = model_ids(models)
+        reps = suite.reps or 1
+        suite_rel = court.rel(self.path)
+        tasks = suite.tasks[: settings.tasks]
+        for index, task in enumerate(tasks):
+            for model in models:
+                for rep in range(1, reps + 1):
+                    for arm in ARMS:
+                        yield RunItem.from_parent(
+                            self,
+                            name=run_item_name(task.id, arm, rep, reps, ids[model], len(models)),
+                            suite=suite, task=task,
+                            run=RunId(suite_rel, suite.skill, task.id, index, arm, rep, model),
+                        )
+        for model in models:
+            yield VerdictItem.from_parent(self, name=f"verdict[{ids[model]}]", suite=suite,
+                                          model=model, suite_rel=suite_rel)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SuiteError):
+            return str(excinfo.value)
+        from .skills import LibraryError
+
+        if isinstance(excinfo.value, LibraryError):
+            return f"skill library: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+
+class RunItem(pytest.Item):
+    """One run: a task in one arm, rep and model."""
+
+    def __init__(self, *, suite: Suite, task: Task, run: RunId, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.task = task
+        self.run = run
+        self.add_marker(pytest.mark.skill_court)
+
+    def runtest(self) -> None:
+        from .court import COURT_KEY
+
+        self.config.stash[COURT_KEY].run_item(self)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.task.line - 1) if self.task.line else None, self.name
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SkillCourtError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class VerdictItem(pytest.Item):
+    """The verdict of one skill on one model; reported by the controller."""
+
+    def __init__(self, *, suite: Suite, model: str, suite_rel: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.model = model
+        self.suite_rel = suite_rel
+        self.add_marker(pytest.mark.skill_court)
+
+    def runtest(self) -> None:  # only reached with --collect-only style runs; never scheduled
+        raise SkillCourtError("verdict items are reported by the controller, not run")
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name

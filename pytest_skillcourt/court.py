@@ -1,0 +1,402 @@
+"""The skill court session: the plugin object registered when ``--skill-court`` is on.
+
+Workers (or the single process without xdist) collect suites and execute run
+items, writing each run to the store.  Only the controller judges pairs,
+decides verdicts, emits the verdict items' reports and writes aggregated
+files (terminal section, JSON, quarantine).  What the controller needs from
+workers travels through the store and, for the verdict items a worker
+selected, through ``workeroutput``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem
+from .options import Settings
+from .plugin import COURT_KEY  # noqa: F401  (re-exported for collect.py)
+from .records import ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
+from .skills import Library, load_library
+from .suite import Suite, load_suite
+
+EARLY_STOP_TASKS = 4
+#: How often a worker looks at the store while it waits for the first four tasks.
+POLL_S = 0.25
+
+
+@dataclass
+class Target:
+    """A verdict to produce: one skill (suite) on one model."""
+
+    nodeid: str
+    suite_rel: str
+    model: str
+    first_tasks: tuple[str, ...]
+
+
+@dataclass
+class Outcome:
+    """A verdict and everything shown about it."""
+
+    target: Target
+    skill: str
+    verdict: Any  # verdict.Verdict
+    skill_hash: str
+    suite_hash: str
+    cached_runs: int
+    fresh_runs: int
+    spend: float
+    cause: Any = None  # cause.Cause | None
+    judgments: list[dict[str, Any]] = field(default_factory=list)
+    skipped_early: int = 0
+    failed: bool = False
+
+
+class SkillCourt:
+    """Plugin object for one pytest session with ``--skill-court``."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        winput: dict[str, Any] = getattr(config, "workerinput", {})
+        self.trial: str = winput.get("skill_court_trial") or (
+            time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
+        self.backend: str | None = winput.get("skill_court_backend")
+        self._library: Library | None = None
+        self._suites: dict[str, Suite] = {}
+        self._store: Any = None
+        self._store_lock = threading.Lock()
+        self._images: dict[str, Any] = {}
+        self._models: dict[str, Any] = {}
+        self.targets: dict[str, Target] = {}
+        self.outcomes: list[Outcome] = []
+        self.early_skipped = 0
+        self.files_written: list[tuple[str, Path]] = []
+        self.quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
+
+    # -- shared state --------------------------------------------------------
+
+    def rel(self, path: Path) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.settings.rootdir.resolve()).as_posix()
+        except ValueError:
+            return Path(path).resolve().as_posix()
+
+    def library(self) -> Library:
+        if self._library is None:
+            self._library = load_library(self.settings.skills_dir)
+        return self._library
+
+    def remember_suite(self, suite: Suite) -> None:
+        self._suites[self.rel(suite.path)] = suite
+
+    def suite(self, suite_rel: str) -> Suite:
+        if suite_rel not in self._suites:
+            path = Path(suite_rel)
+            path = path if path.is_absolute() else self.settings.rootdir / path
+            self._suites[suite_rel] = load_suite(path, self.library().names())
+        return self._suites[suite_rel]
+
+    def store(self) -> Any:
+        from .store import Store
+
+        with self._store_lock:
+            if self._store is None:
+                self._store = Store(self.settings.store)
+            return self._store
+
+    def model(self, label: str) -> Any:
+        from .agent.client import resolve_model
+
+        if label not in self._models:
+            self._models[label] = resolve_model(label, base_url=self.settings.base_url)
+        return self._models[label]
+
+    def resolve_backend(self) -> str:
+        from .sandbox import resolve_backend
+
+        if self.backend is None:
+            self.backend = resolve_backend(self.settings.sandbox.value)
+        return self.backend
+
+    def image_id(self, image: str) -> str:
+        """Image id per process, remembered (also a failure, so one missing image
+        fails its suite's items quickly with the same message)."""
+        from .sandbox import SandboxError, image_id
+
+        if image not in self._images:
+            try:
+                self._images[image] = image_id(self.resolve_backend(), image)
+            except SandboxError as err:
+                self._images[image] = err
+        found = self._images[image]
+        if isinstance(found, Exception):
+            raise SkillCourtError(f"sandbox image {image!r}: {found}")
+        return str(found)
+
+    # -- configuration and collection -----------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from .agent.client import ModelConfigError
+        from .sandbox import SandboxUnavailable
+
+        for label in self.settings.models:
+            try:
+                self.model(label)
+            except ModelConfigError as err:
+                raise pytest.UsageError(f"skill court: {err}") from None
+        if self.settings.judge_model:
+            try:
+                self.model(self.settings.judge_model)
+            except ModelConfigError as err:
+                raise pytest.UsageError(f"--skill-court-judge-model: {err}") from None
+        if not self.is_worker:
+            try:
+                self.resolve_backend()
+            except SandboxUnavailable as err:
+                raise pytest.UsageError(f"skill court: {err}") from None
+            self.store().start_trial(self.trial, rootdir=str(self.settings.rootdir),
+                                     argv=sys.argv[1:])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: every worker shares this session's trial and backend."""
+        node.workerinput["skill_court_trial"] = self.trial
+        node.workerinput["skill_court_backend"] = self.resolve_backend()
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        if file_path.suffix not in (".yaml", ".yml"):
+            return None
+        if not any(part in self.settings.suite_dirs for part in file_path.parent.parts):
+            return None
+        return SuiteFile.from_parent(parent, path=file_path)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        s = self.settings
+        try:
+            backend = self.resolve_backend()
+        except Exception as err:  # shown, then sessionstart raises the usage error
+            backend = f"unavailable ({err})"
+        return [
+            f"skill court: models {', '.join(s.models)}; agent {s.agent.value}; sandbox "
+            f"{backend}{' (' + s.image + ')' if backend == 'docker' else ''}",
+            f"skill court: library {self.rel(s.skills_dir)}; store {self.rel(s.store)}; "
+            f"budget ${s.budget:.2f}; trial {self.trial}",
+        ]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """Shard, order (first four tasks of every skill first, both arms adjacent),
+        and take verdict items out of the run queue: the controller reports them."""
+        shard = self.settings.shard
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            if shard and isinstance(item, (RunItem, VerdictItem)):
+                rel = item.run.suite_rel if isinstance(item, RunItem) else item.suite_rel
+                bucket = int(hashlib.sha256(rel.encode()).hexdigest(), 16) % shard[1]
+                if bucket != shard[0] - 1:
+                    dropped.append(item)
+                    continue
+            keep.append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        first: dict[tuple[str, str], list[str]] = {}
+        for item in keep:
+            if isinstance(item, RunItem):
+                tasks = first.setdefault((item.run.suite_rel, item.run.model), [])
+                if item.run.task_id not in tasks:
+                    tasks.append(item.run.task_id)
+        for item in keep:
+            if isinstance(item, VerdictItem):
+                self.targets[item.nodeid] = Target(
+                    item.nodeid, item.suite_rel, item.model,
+                    tuple(first.get((item.suite_rel, item.model), [])[:EARLY_STOP_TASKS]))
+        self._first_tasks = {k: tuple(v[:EARLY_STOP_TASKS]) for k, v in first.items()}
+        if config.option.collectonly:
+            items[:] = keep
+            return
+
+        def phase(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+            index, item = pair
+            early = isinstance(item, RunItem) and item.run.task_id in self._first_tasks.get(
+                (item.run.suite_rel, item.run.model), ())
+            return (0 if early else 1, index)
+
+        runs = [(i, it) for i, it in enumerate(keep) if not isinstance(it, VerdictItem)]
+        items[:] = [it for _, it in sorted(runs, key=phase)]
+
+    # -- running ---------------------------------------------------------------
+
+    def run_item(self, item: RunItem) -> None:
+        """Execute (or reuse) one run and turn it into the item's outcome."""
+        from .run import RunContext, cache_key, execute_run
+
+        s = self.settings
+        suite, run = item.suite, item.run
+        store = self.store()
+        props = item.user_properties
+        props += [("skill_court_run", ""), ("skill", run.skill), ("model", run.model),
+                  ("arm", run.arm), ("rep", run.rep)]
+        self._check_budget(store)
+        if s.early_stop:
+            self._check_early_stop(item)
+        image = suite.image or s.image
+        backend = self.resolve_backend()
+        ctx = RunContext(settings=s, library=self.library(), suite=suite, suite_rel=run.suite_rel,
+                         task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
+                         trial=self.trial, backend=backend, image=image,
+                         image_id=self.image_id(image))
+        key = cache_key(ctx)
+        record: RunRecord | None = None if s.fresh else store.cached_run(key)
+        cached = record is not None
+        if record is None:
+            run_id = f"{self.trial}-{key[:16]}"
+            record = execute_run(ctx, run_id=run_id, key=key)
+        store.record_run(record, trial=self.trial, cached=cached)
+        props[0] = ("skill_court_run", record.run_id)
+        outcome = ("pending-judge" if record.needs_judge else
+                   "none" if record.outcome is None else
+                   "success" if record.outcome else "failure")
+        props += [("status", record.status), ("outcome", outcome),
+                  ("input_tokens", record.input_tokens), ("output_tokens", record.output_tokens),
+                  ("tokens", record.tokens),
+                  ("cost_usd", "" if record.cost_usd is None else f"{record.cost_usd:.6f}"),
+                  ("skill_loaded", str(record.skill_loaded).lower()),
+                  ("cached", str(cached).lower()), ("duration_s", record.duration_s)]
+        if record.check_exit is not None:
+            props.append(("check_exit", record.check_exit))
+        if record.status == HARNESS_ERROR:
+            raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: {record.error}")
+        if record.status not in (ANSWERED, INCOMPLETE) or (record.outcome is None and not record.needs_judge):
+            reason = record.error or record.status
+            if record.status == NO_ANSWER:
+                reason = f"left out, not held against the skill: {reason}"
+            pytest.skip(f"no outcome: {reason}")
+
+    def _check_budget(self, store: Any) -> None:
+        s = self.settings
+        spent = store.spend(self.trial)
+        if spent >= s.budget:
+            pytest.skip(f"budget reached: ${spent:.4f} of ${s.budget:.2f} spent in this session "
+                        "(raise it with --skill-court-budget)")
+        if not s.allow_unpriced:
+            unpriced = store.unpriced_models(self.trial)
+            if unpriced:
+                pytest.skip(
+                    f"no price known for {', '.join(unpriced)}: the provider reported none, so "
+                    "spend cannot be held to the budget; add 'MODEL = IN OUT' (USD per million "
+                    "tokens) to ini skill_court_prices or pass --skill-court-allow-unpriced")
+
+    def _check_early_stop(self, item: RunItem) -> None:
+        """Skip a later task when the first four tasks ended the same in both arms.
+
+        Waits (bounded) until the first four tasks' runs of this skill and model
+        are recorded: on other xdist workers they run ahead of this item."""
+        from .verdict import early_stop_holds
+
+        run = item.run
+        first = getattr(self, "_first_tasks", {}).get((run.suite_rel, run.model), ())
+        if len(first) < EARLY_STOP_TASKS or run.task_id in first:
+            return
+        reps = item.suite.reps or 1
+        needed = {(t, arm, rep) for t in first for arm in ("with", "without") for rep in range(1, reps + 1)}
+        deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
+        store = self.store()
+        while True:
+            runs = [tr.record for tr in store.trial_runs(self.trial, suite=run.suite_rel, model=run.model)]
+            have = {(r.task_id, r.arm, r.rep) for r in runs}
+            if needed <= have or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_S)
+        if not needed <= have:
+            return
+        pairs = pair_outcomes([r for r in runs if r.task_id in first], {})
+        if len(pairs) == len(first) * reps and early_stop_holds(pairs):
+            item.user_properties.append(("early_stop", "true"))
+            pytest.skip("early stop: the first four tasks ended the same way in both arms with "
+                        "tokens within the margin; verdict NEUTRAL from those four "
+                        "(--skill-court-no-early-stop runs every task)")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:
+            out = getattr(self.config, "workeroutput", None)
+            if out is not None:
+                out["skill_court_targets"] = [vars(t) for t in self.targets.values()]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        for raw in (getattr(node, "workeroutput", None) or {}).get("skill_court_targets", []):
+            raw = dict(raw)
+            raw["first_tasks"] = tuple(raw.get("first_tasks") or ())
+            self.targets.setdefault(raw["nodeid"], Target(**raw))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        result = yield
+        if not self.is_worker and not session.config.option.collectonly:
+            from .verdicts import produce_verdicts
+
+            interrupted = bool(session.shouldstop) and session.testsfailed == 0
+            if not interrupted:
+                produce_verdicts(self, session)
+            self.store().finish_trial(self.trial)
+        return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.is_worker and report.when == "call" and report.skipped and (
+                ("early_stop", "true") in report.user_properties):
+            self.early_skipped += 1
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker or not self.outcomes:
+            return
+        from .report.terminal import write_summary
+
+        write_summary(terminalreporter, self)
+
+
+def pair_outcomes(runs: list[RunRecord], judged: dict[tuple[str, int], Any]) -> list[Any]:
+    """Pairs (same task and rep) where both arms have an outcome.
+
+    ``judged`` maps (task_id, rep) to a judgment for check-less pairs.  A run
+    that did not complete is a failure whatever the judge said.
+    """
+    from .verdict import PairOutcome
+
+    by_key: dict[tuple[str, int], dict[str, RunRecord]] = {}
+    for rec in runs:
+        by_key.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
+    pairs = []
+    for (task_id, rep), arms in sorted(by_key.items()):
+        w, wo = arms.get("with"), arms.get("without")
+        if w is None or wo is None:
+            continue
+        if w.outcome is not None and wo.outcome is not None:
+            ws, wos, source = bool(w.outcome), bool(wo.outcome), "check"
+        elif w.needs_judge or wo.needs_judge:
+            judgment = judged.get((task_id, rep))
+            got = judgment.outcomes() if judgment is not None else None
+            if got is None or w.status not in (ANSWERED, INCOMPLETE) or wo.status not in (ANSWERED, INCOMPLETE):
+                continue
+            ws, wos, source = got[0], got[1], "judge"
+            ws = ws and w.status == ANSWERED
+            wos = wos and wo.status == ANSWERED
+        else:
+            continue
+        pairs.append(PairOutcome(task_id=task_id, rep=rep, with_success=ws, without_success=wos,
+                                 with_tokens=w.tokens, without_tokens=wo.tokens, source=source))
+    return pairs
+

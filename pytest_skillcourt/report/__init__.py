@@ -1,0 +1,1 @@
+"""Reports of a trial: terminal section, JSON, markdown step summary."""

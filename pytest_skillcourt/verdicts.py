@@ -1,0 +1,250 @@
+"""The controller's work after every run: judge, decide, explain, report.
+
+Runs in ``pytest_runtestloop`` after the run items (with and without xdist),
+so verdict reports reach the terminal, ``--junitxml`` and the exit status like
+any test report (xdist replays worker reports the same way).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .options import FailOn
+from .records import ANSWERED, INCOMPLETE, RunRecord
+
+if TYPE_CHECKING:
+    from .court import Outcome, SkillCourt, Target
+
+JUDGE_WORKERS = 4
+
+
+def judgment_key(with_run: RunRecord, without_run: RunRecord, judge: Any) -> str:
+    from .judge import JUDGE_PROMPT_VERSION
+
+    raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
+                      JUDGE_PROMPT_VERSION])
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _view(rec: RunRecord) -> Any:
+    from .judge import RunView
+
+    cap = rec.captured or {}
+    return RunView(answer=rec.answer, files=tuple((str(p), str(t)) for p, t in cap.get("files", [])),
+                   binary=tuple(cap.get("binary", [])))
+
+
+def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]]) -> dict[tuple[str, str, int], Any]:
+    """Judge every check-less pair that has two scorable runs; reuse stored judgments.
+
+    Returns judgments keyed by (target nodeid, task id, rep)."""
+    from .judge import Judgment, TokenBudget, judge_pairs
+    from .agent.client import ChatClient
+
+    s = court.settings
+    store = court.store()
+    out: dict[tuple[str, str, int], Any] = {}
+    jobs_by_model: dict[str, list[tuple[Any, str, Any, Any]]] = {}
+    meta: dict[Any, tuple[str, RunRecord, RunRecord]] = {}
+    for nodeid, runs in runs_by_target.items():
+        target = court.targets[nodeid]
+        suite = court.suite(target.suite_rel)
+        prompts = {t.id: t.prompt for t in suite.tasks}
+        judge_label = s.judge_model or target.model
+        judge = court.model(judge_label)
+        pairs: dict[tuple[str, int], dict[str, RunRecord]] = {}
+        for rec in runs:
+            pairs.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
+        for (task_id, rep), arms in sorted(pairs.items()):
+            w, wo = arms.get("with"), arms.get("without")
+            if (w is None or wo is None or not (w.needs_judge or wo.needs_judge)
+                    or w.status not in (ANSWERED, INCOMPLETE) or wo.status not in (ANSWERED, INCOMPLETE)):
+                continue
+            key = judgment_key(w, wo, judge)
+            stored = None if s.fresh else store.judgment(key)
+            if stored is not None and stored.get("winner") is not None:
+                judgment = Judgment.from_dict(stored)
+                out[(nodeid, task_id, rep)] = judgment
+                continue
+            meta[key] = (nodeid, w, wo)
+            jobs_by_model.setdefault(judge_label, []).append((key, prompts.get(task_id, ""), _view(w), _view(wo)))
+    if not jobs_by_model:
+        return out
+    budget = TokenBudget(s.judge_tokens)
+    for label, jobs in jobs_by_model.items():
+        spec = court.model(label)
+        results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget,
+                              seed=int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16))
+        for key, judgment in results.items():
+            nodeid, w, wo = meta[key]
+            from .run import price
+
+            cost, _ = price(s, spec, judgment.input_tokens, judgment.output_tokens, None)
+            store.record_judgment(key, trial=court.trial, with_run=w.run_id, without_run=wo.run_id,
+                                  data=judgment.to_dict(), cost_usd=cost)
+            out[(nodeid, w.task_id, w.rep)] = judgment
+    return out
+
+
+def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
+    """Judge, decide every selected verdict, emit its report, apply and write files."""
+    from .court import Outcome, pair_outcomes
+    from .verdict import VerdictKind, decide
+
+    if not court.targets:
+        return
+    store = court.store()
+    runs_by_target: dict[str, list[RunRecord]] = {}
+    cached: dict[str, int] = {}
+    for nodeid, target in court.targets.items():
+        used = store.trial_runs(court.trial, suite=target.suite_rel, model=target.model)
+        runs_by_target[nodeid] = [u.record for u in used]
+        cached[nodeid] = sum(1 for u in used if u.cached)
+    judgments = judge_pending(court, runs_by_target)
+    s = court.settings
+    for nodeid, target in court.targets.items():
+        suite = court.suite(target.suite_rel)
+        skill = court.library().get(suite.skill)
+        runs = runs_by_target[nodeid]
+        judged = {(t, r): j for (n, t, r), j in judgments.items() if n == nodeid}
+        pairs = pair_outcomes(runs, judged)
+        early = target.first_tasks if s.early_stop and len(target.first_tasks) == 4 else None
+        verdict = decide(pairs, early_stop_tasks=early)
+        outcome = Outcome(
+            target=target, skill=suite.skill, verdict=verdict,
+            skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
+            cached_runs=cached[nodeid], fresh_runs=len(runs) - cached[nodeid],
+            spend=sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial),
+            judgments=[{"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())],
+        )
+        if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
+            outcome.cause = explain(court, target, runs, pairs, skill)
+        fail_on = s.fail_on
+        outcome.failed = (verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
+            verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE)
+        court.outcomes.append(outcome)
+        store.record_verdict(trial=court.trial, skill=suite.skill, model=target.model,
+                             suite=target.suite_rel, skill_hash=outcome.skill_hash,
+                             suite_hash=outcome.suite_hash, kind=verdict.kind.value,
+                             data=outcome_dict(outcome))
+        emit_report(session, outcome)
+    if s.apply:
+        from .apply import apply_quarantine
+
+        apply_quarantine(court)
+    if s.json_path:
+        from .report.json_report import write_json
+
+        write_json(court, s.json_path)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        from .report.markdown import append_step_summary
+
+        append_step_summary(court, summary)
+
+
+def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs: list[Any], skill: Any) -> Any:
+    """Why it hurt (SPEC 10.1): ask the judge about one task the skill made fail."""
+    from .agent.client import ChatClient
+    from .cause import find_cause
+
+    lost = [p for p in pairs if not p.with_success and p.without_success]
+    if not lost:
+        return None
+    by = {(r.task_id, r.rep, r.arm): r for r in runs}
+    first = sorted(lost, key=lambda p: (p.task_id, p.rep))[0]
+    w, wo = by.get((first.task_id, first.rep, "with")), by.get((first.task_id, first.rep, "without"))
+    if w is None or wo is None:
+        return None
+    suite = court.suite(target.suite_rel)
+    prompt = next((t.prompt for t in suite.tasks if t.id == first.task_id), "")
+    judge = court.model(court.settings.judge_model or target.model)
+    try:
+        skill_md = skill.skill_md.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
+                      skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md)
+
+
+def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
+    """JSON-ready description of one verdict (store, JSON report, HTML)."""
+    return {
+        "skill": outcome.skill, "model": outcome.target.model, "suite": outcome.target.suite_rel,
+        "nodeid": outcome.target.nodeid, "skill_hash": outcome.skill_hash,
+        "suite_hash": outcome.suite_hash, "verdict": outcome.verdict.to_dict(),
+        "cached_runs": outcome.cached_runs, "fresh_runs": outcome.fresh_runs,
+        "spend_usd": round(outcome.spend, 6), "failed": outcome.failed,
+        "cause": outcome.cause.to_dict() if outcome.cause is not None else None,
+        "judgments": outcome.judgments,
+        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def verdict_text(outcome: "Outcome") -> str:
+    v = outcome.verdict
+    lines = [f"{v.kind.value}: {v.line}"]
+    if outcome.cause is not None:
+        lines.append(f"cause: {outcome.cause.cause}")
+        if outcome.cause.line:
+            lines.append(f"skill line: {outcome.cause.line}")
+    if v.hint:
+        lines.append(f"hint: {v.hint}")
+    return "\n".join(lines)
+
+
+def verdict_properties(outcome: "Outcome") -> list[tuple[str, object]]:
+    v = outcome.verdict
+    props: list[tuple[str, object]] = [
+        ("skill", outcome.skill), ("model", outcome.target.model),
+        ("verdict", v.kind.value), ("basis", v.basis), ("line", v.line),
+        ("tasks", v.n_tasks), ("pairs", v.n_pairs),
+        ("outcomes_from_check", v.n_check), ("outcomes_from_judge", v.n_judge),
+        ("success_with", f"{v.success_with:.3f}"), ("success_without", f"{v.success_without:.3f}"),
+        ("wilson_with", "%.3f..%.3f" % v.wilson_with), ("wilson_without", "%.3f..%.3f" % v.wilson_without),
+        ("mean_diff", f"{v.mean_diff:.3f}"),
+        ("diff_ci", "" if v.diff_ci is None else "%.3f..%.3f" % v.diff_ci),
+        ("token_ratio", "" if v.token_ratio is None else f"{v.token_ratio:.3f}"),
+        ("token_ci", "" if v.token_ci is None else "%.3f..%.3f" % v.token_ci),
+        ("cached_runs", outcome.cached_runs), ("fresh_runs", outcome.fresh_runs),
+        ("spend_usd", f"{outcome.spend:.6f}"), ("skill_hash", outcome.skill_hash),
+    ]
+    if v.hint:
+        props.append(("hint", v.hint))
+    if outcome.cause is not None:
+        props.append(("cause", outcome.cause.cause))
+        if outcome.cause.line:
+            props.append(("skill_line", outcome.cause.line))
+    for j in outcome.judgments:
+        picks = "/".join(p or "-" for p in j["picks"])
+        props.append((f"judge[{j['task']}-r{j['rep']}]",
+                      f"{j['winner'] or 'no outcome'} (picks {picks}, A={j['order'][0]} first); "
+                      f"{j.get('error') or ' | '.join(j['reasons'])}"))
+    return props
+
+
+def emit_report(session: pytest.Session, outcome: "Outcome") -> None:
+    """Push the verdict item's reports through the normal hooks (terminal, junitxml, exit status)."""
+    hook = session.config.hook
+    nodeid = outcome.target.nodeid
+    location = (outcome.target.suite_rel, None, nodeid.rsplit("::", 1)[-1])
+    now = time.time()
+    props = verdict_properties(outcome)
+    hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+    for when in ("setup", "call", "teardown"):
+        failed = when == "call" and outcome.failed
+        report = pytest.TestReport(
+            nodeid=nodeid, location=location, keywords={"skill_court": 1},
+            outcome="failed" if failed else "passed",
+            longrepr=verdict_text(outcome) if failed else None, when=when,
+            sections=[], duration=0.0, start=now, stop=now,
+            user_properties=props,
+        )
+        hook.pytest_runtest_logreport(report=report)
+    hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
