@@ -609,10 +609,15 @@ def _default_hermes_home() -> Path:
     return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
 
 
-def add_parser(subparsers: Any) -> None:
-    """Add ``mine`` to the ``skill-court tasks`` subparsers (``set_defaults(func=run)``)."""
+def add_parser(subparsers: Any, *, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
+    """Add ``mine`` to the ``skill-court tasks`` subparsers.
+
+    Sets both ``func`` and ``court_handler`` (the name ``pytest_skillcourt.cli``
+    dispatches on) to :func:`run`; ``parents`` are passed to ``add_parser``.
+    """
     parser = subparsers.add_parser(
         "mine",
+        parents=list(parents),
         help="turn requests from Hermes' session history that loaded a skill into replay tasks",
         description=(
             "Read $HERMES_HOME/state.db read-only, find the user requests that made the agent "
@@ -630,7 +635,7 @@ def add_parser(subparsers: Any) -> None:
         help="folder for the mined suites (default: skills_tests/mined)",
     )
     parser.add_argument("--max-tasks", type=int, default=20, metavar="N", help="most tasks per suite (default 20)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, court_handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

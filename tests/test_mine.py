@@ -435,7 +435,7 @@ def test_cli_reports_counts_per_skill_and_writes_the_suites(history, tmp_path, c
     out = tmp_path / "skills_tests" / "mined"
 
     args = _parse("--hermes-home", str(tmp_path), "--out", str(out), SKILL, "never-used")
-    assert args.func is run
+    assert args.func is run and args.court_handler is run
     assert run(args) == 0
 
     printed = capsys.readouterr().out.splitlines()
