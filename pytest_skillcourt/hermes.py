@@ -43,6 +43,7 @@ import logging
 import os
 import re
 import shlex
+import textwrap
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -543,9 +544,10 @@ def register(ctx: Any) -> None:
             "skill-court quarantine: list, quarantine, release skills hidden from models",
             _court_setup,
             _court_handler,
-            description=(
+            description=textwrap.fill(
                 "Manage the skill-court quarantine file this Hermes reads "
                 "($SKILL_COURT_QUARANTINE, else $HERMES_HOME/plugin-data/skill-court/quarantine.json). "
-                "Same commands as the skill-court CLI."
+                "Same commands as the skill-court CLI.",
+                width=78,
             ),
         )
