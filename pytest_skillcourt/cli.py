@@ -252,15 +252,10 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     """Remove sandboxes a crashed or interrupted run left behind."""
     from pytest_skillcourt.sandbox import cleanup_leftovers
 
-    removed = cleanup_leftovers()
-    if isinstance(removed, int):
-        count, names = removed, []
-    else:
-        names = [str(n) for n in (removed or [])]
-        count = len(names)
-    for name in names:
+    removed = cleanup_leftovers(older_than_s=args.older_than)
+    for name in removed:
         _out(f"removed {name}")
-    _out(f"Removed {count} leftover sandbox{'es' if count != 1 else ''}.")
+    _out(f"Removed {len(removed)} leftover sandbox{'es' if len(removed) != 1 else ''}.")
     return EXIT_OK
 
 
@@ -272,10 +267,15 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
         help="remove leftover sandboxes",
         description=_wrap(
             "Remove sandboxes (containers and temporary folders labelled as skill-court's) that a "
-            "crashed or interrupted run left behind. Safe while no skill-court run is going on."
+            "crashed or interrupted run left behind. Without --older-than it also removes the "
+            "containers of a run going on right now, so run it when none is, or pass --older-than."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--older-than", metavar="SECONDS", type=float, default=0.0,
+        help="spare sandboxes created less than SECONDS ago (default 0: remove every leftover)",
     )
     parser.set_defaults(court_handler=cmd_cleanup)
 
