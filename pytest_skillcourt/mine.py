@@ -225,7 +225,8 @@ def _calls(raw: Any) -> Iterator[tuple[str, str, dict]]:
     for call in calls:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        nested = call.get("function")
+        function: dict = nested if isinstance(nested, dict) else call
         name = function.get("name")
         if not isinstance(name, str):
             continue
