@@ -102,6 +102,7 @@ class QuarantineView:
         self._path: Path | None = None
         self._signature: tuple[int, ...] | None = None
         self._entries: list[QuarantineEntry] = []
+        self._bad: tuple[Path, tuple[int, ...]] | None = None  # the unusable version last seen
         self._reported: set[tuple[str, tuple[int, ...] | None]] = set()
 
     @property
@@ -123,6 +124,8 @@ class QuarantineView:
         with self._lock:
             if path == self._path and signature == self._signature:
                 return self._entries
+            if signature is not None and self._bad == (path, signature):
+                return self._entries  # same broken file as last time: do not parse it again
             if signature is None:
                 if self._entries:
                     logger.info("skill-court: quarantine file %s is gone; nothing is hidden any more", path)
@@ -132,9 +135,9 @@ class QuarantineView:
                 entries = read_entries(path)
             except QuarantineFileError as exc:
                 self._report_once(path, signature, f"skill-court: {exc} Keeping the last good state ({len(self._entries)} entries).")
-                # Do not remember the signature: once the file is fixed it is read.
+                self._bad = (path, signature)
                 return self._entries
-            self._path, self._signature, self._entries = path, signature, entries
+            self._path, self._signature, self._entries, self._bad = path, signature, entries, None
             return entries
 
     def _report_once(self, path: Path, signature: tuple[int, ...] | None, message: str) -> None:
@@ -299,7 +302,7 @@ def _hide_in_content(content: Any, hidden: Collection[str]) -> tuple[Any, bool]:
     return content, False
 
 
-def hide_in_request(request: dict, hidden: Collection[str]) -> dict | None:
+def hide_in_request(request: dict[str, Any], hidden: Collection[str]) -> dict[str, Any] | None:
     """A copy of the provider request with the hidden skills removed from its system
     prompt, or None when nothing changed.
 
@@ -475,7 +478,7 @@ class SkillCourtPlugin:
     @_never_raises
     def on_llm_request(
         self, request: Any = None, model: Any = None, session_id: Any = None, task_id: Any = None, **kwargs: Any
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """``llm_request`` middleware: drop hidden skills from the system prompt."""
         self.memory.remember(model, task_id=task_id, session_id=session_id)
         if not isinstance(request, dict):
@@ -500,7 +503,7 @@ class SkillCourtPlugin:
     @_never_raises
     def on_pre_tool_call(
         self, tool_name: Any = None, args: Any = None, session_id: Any = None, task_id: Any = None, **kwargs: Any
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """``pre_tool_call``: refuse ``skill_view`` on a hidden skill."""
         if tool_name != "skill_view" or not isinstance(args, dict):
             return None

@@ -357,6 +357,10 @@ def test_reads_only_when_the_file_changed(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(reads) == 1
     q.quarantine(path, "tone")
     assert len(view.entries()) == 2 and len(reads) == 2
+    path.write_text("{broken")
+    for _ in range(5):
+        assert len(view.entries()) == 2  # last good state
+    assert len(reads) == 3  # the broken version is parsed once
 
 
 def test_corrupt_file_keeps_last_good_state_and_logs_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
