@@ -229,6 +229,7 @@ def test_raw_bad_sse_makes_the_streaming_sdk_raise(server: LLMServer) -> None:
 def test_hang_ends_in_sdk_timeout_and_stop_releases_it() -> None:
     import openai
 
+    threads_before = set(threading.enumerate())
     server = LLMServer(lambda request: Reply(hang=True)).start()
     try:
         started = time.monotonic()
@@ -247,6 +248,8 @@ def test_hang_ends_in_sdk_timeout_and_stop_releases_it() -> None:
     waiter.join(timeout=5)
     assert not waiter.is_alive()
     assert outcome and isinstance(outcome[0], openai.APIConnectionError)
+    # The server's own handler threads must end too, not linger until some timeout.
+    _wait_for(lambda: set(threading.enumerate()) <= threads_before, timeout=1.5)
 
 
 def _try_chat(server: LLMServer) -> object:
@@ -264,6 +267,7 @@ def _wait_for(condition, timeout: float = 5.0) -> None:
 
 
 def test_stop_cuts_a_delay_short_and_is_idempotent() -> None:
+    threads_before = set(threading.enumerate())
     server = LLMServer(lambda request: Reply(content="late", delay=30)).start()
     waiter = threading.Thread(target=_try_chat, args=(server,))
     waiter.start()
@@ -274,6 +278,7 @@ def test_stop_cuts_a_delay_short_and_is_idempotent() -> None:
     waiter.join(timeout=5)
     assert not waiter.is_alive()
     assert time.monotonic() - started < 5
+    _wait_for(lambda: set(threading.enumerate()) <= threads_before, timeout=1.5)
 
 
 def test_stopped_server_refuses_new_connections() -> None:
@@ -314,6 +319,7 @@ def test_models_lists_test_model_and_models_seen(server: LLMServer) -> None:
     client.chat.completions.create(model="seen-model", messages=USER)
     assert [m.id for m in client.models.list()] == ["test-model", "seen-model"]
     assert client.models.retrieve("seen-model").id == "seen-model"
+    assert client.models.retrieve("seen-model").model_extra["context_length"] > 0  # Hermes reads it
     status, body = _http(server.base_url + "/models/never-seen")
     assert status == 404 and body["error"]["type"] == "not_found_error"
 
@@ -404,6 +410,7 @@ def test_hermes_home_writes_config_and_minimal_env(tmp_path: Path) -> None:
     assert set(env) == {"PATH", "HOME", "HERMES_HOME", "LANG"}
     config = yaml.safe_load((Path(env["HERMES_HOME"]) / "config.yaml").read_text())
     assert config["model"]["default"] == "m" and config["model"]["provider"] == "custom"
+    assert config["model"]["context_length"] > 0  # else Hermes looks up openrouter.ai at start
     assert config["agent"] == {"environment_probe": False, "max_turns": 3}
     assert config["skills"] == {"disabled": ["s"]}
     assert (Path(env["HERMES_HOME"]) / "skills").is_dir() and Path(env["HOME"]).is_dir()
@@ -434,6 +441,12 @@ hermes = pytest.mark.skipif(shutil.which("hermes") is None, reason="hermes-agent
 
 def _run_hermes(tmp_path: Path, server: LLMServer, prompt: str) -> tuple[subprocess.CompletedProcess, dict]:
     env = hermes_home(tmp_path, server.base_url, "trial-model")
+    # A pip that leaves a mark: Hermes' environment probe (meant to be off) would run it.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pip").write_text(f"#!/bin/sh\ntouch {tmp_path / 'pip-was-run'}\n")
+    (bin_dir / "pip").chmod(0o755)
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
     usage_file = tmp_path / "usage.json"
     result = subprocess.run([shutil.which("hermes"), "-z", prompt, "--usage-file", str(usage_file)],
                             env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
@@ -457,7 +470,8 @@ def test_real_hermes_answers_through_the_server(tmp_path: Path) -> None:
     assert chat.last_user == "hello"
     assert {"skill_view", "skills_list"} <= set(chat.tool_names())
     assert chat.headers["authorization"] == "Bearer test-key"
-    # hermes_home keeps Hermes offline and out of HOME.
+    # hermes_home keeps Hermes' toolchain probe off and Hermes out of HOME.
+    assert not (tmp_path / "pip-was-run").exists()
     assert list((tmp_path / "home").iterdir()) == []
 
 
