@@ -78,7 +78,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Union
@@ -193,7 +192,7 @@ class RecordedRequest:
             elif message.get("role") == "tool":
                 call_id = message.get("tool_call_id")
                 result: dict = {"tool_call_id": call_id}
-                name = message.get("name") or names.get(call_id)
+                name = message.get("name") or names.get(str(call_id))
                 if name:
                     result["name"] = name
                 result["content"] = _text_of(message.get("content"))
@@ -206,7 +205,8 @@ class RecordedRequest:
         for tool in self.tools:
             if not isinstance(tool, dict):
                 continue
-            function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            # Chat tools nest the name under "function"; Responses-style tools are flat.
+            function: dict = tool["function"] if isinstance(tool.get("function"), dict) else tool
             if isinstance(function.get("name"), str):
                 names.append(function["name"])
         return names

@@ -106,7 +106,8 @@ def test_tool_call_round_trip_non_streaming(server: LLMServer) -> None:
         lambda request: f"results: {[r['content'] for r in request.tool_results()]}",
     ))
     client = _client(server)
-    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "other")]
+    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+             for name in ("lookup", "other")]
     messages: list = [{"role": "user", "content": "find x"}]
     first = client.chat.completions.create(model="m", messages=messages, tools=tools)
     assert first.choices[0].finish_reason == "tool_calls"
@@ -116,7 +117,8 @@ def test_tool_call_round_trip_non_streaming(server: LLMServer) -> None:
     messages.append(first.choices[0].message.model_dump(exclude_none=True))
     # Only the second result names its tool: the first must be resolved from the assistant call.
     messages.append({"role": "tool", "tool_call_id": "call_0_0", "content": "found"})
-    messages.append({"role": "tool", "tool_call_id": "call_0_1", "name": "other", "content": [{"type": "text", "text": "nothing"}]})
+    messages.append({"role": "tool", "tool_call_id": "call_0_1", "name": "other",
+                     "content": [{"type": "text", "text": "nothing"}]})
     second = client.chat.completions.create(model="m", messages=messages, tools=tools)
     assert second.choices[0].message.content == "results: ['found', 'nothing']"
     assert server.requests[1].tool_results() == [
@@ -128,7 +130,8 @@ def test_tool_call_round_trip_non_streaming(server: LLMServer) -> None:
 
 def test_streamed_tool_calls_reassemble_in_the_sdk(server: LLMServer) -> None:
     arguments = {"command": "echo " + "x" * 50, "timeout": 5}
-    server.set_handler(lambda request: Reply(tool_calls=(ToolCall("terminal", arguments, id="abc"), ToolCall("noop", "{bad"))))
+    scripted = (ToolCall("terminal", arguments, id="abc"), ToolCall("noop", "{bad"))
+    server.set_handler(lambda request: Reply(tool_calls=scripted))
     with _client(server).chat.completions.stream(model="m", messages=USER) as stream:
         for _event in stream:
             pass
@@ -396,7 +399,8 @@ def test_sequence_follows_the_conversation_and_repeats_the_last_step() -> None:
 
 
 def test_by_system_dispatches_on_substring_in_order() -> None:
-    handler = by_system([("judge", "verdict"), ("Hermes", sequence("a", "b")), ("Hermes Agent", "never")], default="plain")
+    rules = [("judge", "verdict"), ("Hermes", sequence("a", "b")), ("Hermes Agent", "never")]
+    handler = by_system(rules, default="plain")
     assert handler(_request([{"role": "system", "content": "You are a judge"}] + USER)).content == "verdict"
     assert handler(_request([{"role": "system", "content": "You are Hermes Agent"}] + USER)).content == "a"
     assert handler(_request([{"role": "system", "content": "other"}] + USER)).content == "plain"
@@ -406,7 +410,8 @@ def test_by_system_dispatches_on_substring_in_order() -> None:
 def test_hermes_home_writes_config_and_minimal_env(tmp_path: Path) -> None:
     import yaml
 
-    env = hermes_home(tmp_path, "http://127.0.0.1:1/v1", "m", config={"agent": {"max_turns": 3}, "skills": {"disabled": ["s"]}})
+    extra = {"agent": {"max_turns": 3}, "skills": {"disabled": ["s"]}}
+    env = hermes_home(tmp_path, "http://127.0.0.1:1/v1", "m", config=extra)
     assert set(env) == {"PATH", "HOME", "HERMES_HOME", "LANG"}
     config = yaml.safe_load((Path(env["HERMES_HOME"]) / "config.yaml").read_text())
     assert config["model"]["default"] == "m" and config["model"]["provider"] == "custom"
@@ -436,7 +441,8 @@ def test_cli_prints_base_url_and_serves_constant_reply() -> None:
 
 # -- the real Hermes Agent ---------------------------------------------------------------
 
-hermes = pytest.mark.skipif(shutil.which("hermes") is None, reason="hermes-agent is not installed (pip install hermes-agent)")
+hermes = pytest.mark.skipif(
+    shutil.which("hermes") is None, reason="hermes-agent is not installed (pip install hermes-agent)")
 
 
 def _run_hermes(tmp_path: Path, server: LLMServer, prompt: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -482,7 +488,8 @@ def test_real_hermes_runs_streamed_tool_calls_and_sums_usage(tmp_path: Path) -> 
     server = LLMServer(sequence(
         Reply(content="checking", tool_calls=(ToolCall("terminal", {"command": "echo tool-ran-$((6*7))"}),),
               input_tokens=100, output_tokens=10),
-        lambda request: Reply(content="saw " + request.tool_results()[0]["content"], input_tokens=200, output_tokens=20),
+        lambda request: Reply(
+            content="saw " + request.tool_results()[0]["content"], input_tokens=200, output_tokens=20),
     ))
     with server:
         result, usage = _run_hermes(tmp_path, server, "run it")
