@@ -290,8 +290,13 @@ def test_stopped_server_refuses_new_connections() -> None:
     with LLMServer() as server:
         client = _client(server, timeout=2)
         client.chat.completions.create(model="m", messages=USER)
-    with pytest.raises(openai.APIConnectionError):
+    # Normally refused; if another process has meanwhile bound the freed port it
+    # may answer, so what must hold either way is that this server saw nothing.
+    try:
         client.chat.completions.create(model="m", messages=USER)
+    except openai.APIConnectionError:
+        pass
+    assert len(server.requests) == 1
 
 
 # -- concurrency ------------------------------------------------------------------
