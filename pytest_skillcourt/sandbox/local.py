@@ -345,9 +345,17 @@ class LocalSandbox(Sandbox):
         kwargs: dict = {}
         if self._uid is not None:
             kwargs = {"user": self._uid, "group": self._uid, "extra_groups": []}
+        # The jail's arguments (which carry the exec's environment) go through
+        # a memfd (`--args FD`), so neither `ps` on the host nor
+        # /proc/1/cmdline inside shows them.
+        args_fd = os.memfd_create("skillcourt-bwrap-args", 0)
         try:
+            split = argv.index("--")  # bwrap wants the command itself on argv
+            os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+            os.lseek(args_fd, 0, os.SEEK_SET)
             proc = subprocess.Popen(
-                argv,
+                [argv[0], "--args", str(args_fd), *argv[split:]],
+                pass_fds=(args_fd,),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -358,6 +366,8 @@ class LocalSandbox(Sandbox):
             )
         except OSError as exc:
             raise SandboxError(f"local sandbox {self.name}: cannot start bwrap: {exc}") from exc
+        finally:
+            os.close(args_fd)
         deadline = time.monotonic() + timeout + 5 + HOST_SLACK_S
         try:
             out, out_dropped, err, err_dropped, overran = _communicate(
