@@ -62,6 +62,13 @@ Hermes Agent 0.19.0 against this server (measured here, ``hermes -z PROMPT``)
   may add a host-dependent line to the system prompt). With both, only
   127.0.0.1 is contacted and nothing is written under HOME. Pass a minimal env
   (PATH, HOME, HERMES_HOME, LANG) so a developer's keys never leak in.
+- ``-m NAME`` without ``--provider``: Hermes tries to detect NAME's provider
+  from the model catalog (hermes-agent.nousresearch.com, raw.githubusercontent.com)
+  and OpenRouter's model list (openrouter.ai), then still uses ``custom``.
+  Always pass ``--provider custom`` with ``-m``: it skips the detection (no
+  lookups) and keeps the configured base_url and api_key. ``hermes_home`` also
+  sets ``model_catalog.enabled: false``, which removes the first two hosts but
+  not openrouter.ai.
 - HERMES_HOME gets ``state.db``, ``sessions/``, ``logs/``, ``SOUL.md``,
   ``memories/`` and more; ``config.yaml`` is left as written; ``skills/`` is
   not seeded with bundled skills.
@@ -670,6 +677,9 @@ def hermes_home(
         # Stops the pip/python toolchain probe: it runs `pip --version` (writes
         # ~/.cache/pip), and its line would make the system prompt host-dependent.
         "agent": {"environment_probe": False},
+        # Stops the curated model-catalog download (hermes-agent.nousresearch.com,
+        # then raw.githubusercontent.com) that `-m NAME` without --provider triggers.
+        "model_catalog": {"enabled": False},
     }
     for key, value in (config or {}).items():
         if isinstance(value, dict) and isinstance(settings.get(key), dict):

@@ -450,8 +450,26 @@ hermes = pytest.mark.skipif(
     shutil.which("hermes") is None, reason="hermes-agent is not installed (pip install hermes-agent)")
 
 
-def _run_hermes(tmp_path: Path, server: LLMServer, prompt: str) -> tuple[subprocess.CompletedProcess, dict]:
+# Loaded by every Python process Hermes starts: notes each host name it resolves
+# that is not loopback, so the test can assert Hermes stayed offline.
+DNS_GUARD = """
+import socket
+_getaddrinfo = socket.getaddrinfo
+def _noting_getaddrinfo(host, *args, **kwargs):
+    if host not in ("127.0.0.1", "localhost", "::1", None):
+        with open(LOOKUPS, "a") as notes:
+            notes.write(str(host) + "\\n")
+    return _getaddrinfo(host, *args, **kwargs)
+socket.getaddrinfo = _noting_getaddrinfo
+"""
+
+
+def _run_hermes(tmp_path: Path, server: LLMServer, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     env = hermes_home(tmp_path, server.base_url, "trial-model")
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(f"LOOKUPS = {str(tmp_path / 'lookups.txt')!r}\n" + DNS_GUARD)
+    env["PYTHONPATH"] = str(guard)
     # A pip that leaves a mark: Hermes' environment probe (meant to be off) would run it.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -459,9 +477,11 @@ def _run_hermes(tmp_path: Path, server: LLMServer, prompt: str) -> tuple[subproc
     (bin_dir / "pip").chmod(0o755)
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     usage_file = tmp_path / "usage.json"
-    result = subprocess.run([shutil.which("hermes"), "-z", prompt, "--usage-file", str(usage_file)],
+    result = subprocess.run([shutil.which("hermes"), *args, "--usage-file", str(usage_file)],
                             env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert usage_file.exists(), f"no usage file; stdout={result.stdout!r} stderr={result.stderr!r}"
+    lookups = tmp_path / "lookups.txt"
+    assert not lookups.exists(), f"Hermes resolved non-local hosts: {lookups.read_text().split()}"
     return result, json.loads(usage_file.read_text())
 
 
@@ -470,7 +490,7 @@ def _run_hermes(tmp_path: Path, server: LLMServer, prompt: str) -> tuple[subproc
 @hermes
 def test_real_hermes_answers_through_the_server(tmp_path: Path) -> None:
     with LLMServer(lambda request: Reply(content="HERMES-ANSWER-42", input_tokens=1234, output_tokens=56)) as server:
-        result, usage = _run_hermes(tmp_path, server, "hello")
+        result, usage = _run_hermes(tmp_path, server, "-z", "hello")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "HERMES-ANSWER-42"
     assert (usage["input_tokens"], usage["output_tokens"], usage["api_calls"]) == (1234, 56, 1)
@@ -497,9 +517,12 @@ def test_real_hermes_runs_streamed_tool_calls_and_sums_usage(tmp_path: Path) -> 
             content="saw " + request.tool_results()[0]["content"], input_tokens=200, output_tokens=20),
     ))
     with server:
-        result, usage = _run_hermes(tmp_path, server, "run it")
+        # -m with --provider custom: how the plugin runs each model under trial.
+        result, usage = _run_hermes(tmp_path, server, "-z", "run it", "-m", "other-model", "--provider", "custom")
     assert result.returncode == 0, result.stderr
     assert "tool-ran-42" in result.stdout
     assert (usage["input_tokens"], usage["output_tokens"], usage["api_calls"]) == (300, 30, 2)
+    assert [r.model for r in server.requests] == ["other-model", "other-model"]
+    assert usage["model"] == "other-model"
     [result_message] = server.requests[1].tool_results()
     assert result_message["tool_call_id"] == "call_0_0" and result_message["name"] == "terminal"
