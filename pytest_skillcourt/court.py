@@ -82,6 +82,7 @@ class SkillCourt:
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self.files_written: list[tuple[str, Path]] = []
+        self.errors: list[str] = []
         self.quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
 
     # -- shared state --------------------------------------------------------
@@ -304,12 +305,12 @@ class SkillCourt:
 
         Waits (bounded) until the first four tasks' runs of this skill and model
         are recorded: on other xdist workers they run ahead of this item."""
-        from .verdict import early_stop_holds
-
         run = item.run
         first = getattr(self, "_first_tasks", {}).get((run.suite_rel, run.model), ())
         if len(first) < EARLY_STOP_TASKS or run.task_id in first:
             return
+        from .verdict import early_stop_holds
+
         reps = item.suite.reps or 1
         needed = {(t, arm, rep) for t in first for arm in ("with", "without") for rep in range(1, reps + 1)}
         deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
@@ -361,7 +362,7 @@ class SkillCourt:
             self.early_skipped += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or not self.outcomes:
+        if self.is_worker or not (self.outcomes or self.errors):
             return
         from .report.terminal import write_summary
 

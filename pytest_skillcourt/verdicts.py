@@ -94,9 +94,6 @@ def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]
 
 def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
     """Judge, decide every selected verdict, emit its report, apply and write files."""
-    from .court import Outcome, pair_outcomes
-    from .verdict import VerdictKind, decide
-
     if not court.targets:
         return
     store = court.store()
@@ -106,32 +103,25 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
         used = store.trial_runs(court.trial, suite=target.suite_rel, model=target.model)
         runs_by_target[nodeid] = [u.record for u in used]
         cached[nodeid] = sum(1 for u in used if u.cached)
-    judgments = judge_pending(court, runs_by_target)
     s = court.settings
+    try:
+        judgments = judge_pending(court, runs_by_target)
+    except Exception as err:  # the verdicts still come, without judged pairs
+        judgments = {}
+        court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
     for nodeid, target in court.targets.items():
-        suite = court.suite(target.suite_rel)
-        skill = court.library().get(suite.skill)
-        runs = runs_by_target[nodeid]
-        judged = {(t, r): j for (n, t, r), j in judgments.items() if n == nodeid}
-        pairs = pair_outcomes(runs, judged)
-        early = target.first_tasks if s.early_stop and len(target.first_tasks) == 4 else None
-        verdict = decide(pairs, early_stop_tasks=early)
-        outcome = Outcome(
-            target=target, skill=suite.skill, verdict=verdict,
-            skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
-            cached_runs=cached[nodeid], fresh_runs=len(runs) - cached[nodeid],
-            spend=sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial),
-            judgments=[{"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())],
-        )
-        if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
-            outcome.cause = explain(court, target, runs, pairs, skill)
-        fail_on = s.fail_on
-        outcome.failed = (verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
-            verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE)
+        try:
+            outcome = decide_target(court, target, runs_by_target[nodeid], cached[nodeid], judgments)
+        except Exception as err:
+            import traceback
+
+            emit_error(session, target, "skill court could not decide this verdict: "
+                       f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}")
+            continue
         court.outcomes.append(outcome)
-        store.record_verdict(trial=court.trial, skill=suite.skill, model=target.model,
+        store.record_verdict(trial=court.trial, skill=outcome.skill, model=target.model,
                              suite=target.suite_rel, skill_hash=outcome.skill_hash,
-                             suite_hash=outcome.suite_hash, kind=verdict.kind.value,
+                             suite_hash=outcome.suite_hash, kind=outcome.verdict.kind.value,
                              data=outcome_dict(outcome))
         emit_report(session, outcome)
     if s.apply:
@@ -147,6 +137,37 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
         from .report.markdown import append_step_summary
 
         append_step_summary(court, summary)
+
+
+def decide_target(court: "SkillCourt", target: "Target", runs: list[RunRecord], cached: int,
+                  judgments: dict[tuple[str, str, int], Any]) -> "Outcome":
+    """The verdict of one skill on one model from this session's recorded runs."""
+    from .court import Outcome, pair_outcomes
+    from .verdict import VerdictKind, decide
+
+    s = court.settings
+    suite = court.suite(target.suite_rel)
+    skill = court.library().get(suite.skill)
+    judged = {(t, r): j for (n, t, r), j in judgments.items() if n == target.nodeid}
+    pairs = pair_outcomes(runs, judged)
+    early = target.first_tasks if s.early_stop and len(target.first_tasks) == 4 else None
+    verdict = decide(pairs, early_stop_tasks=early)
+    outcome = Outcome(
+        target=target, skill=suite.skill, verdict=verdict,
+        skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
+        cached_runs=cached, fresh_runs=len(runs) - cached,
+        spend=sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial),
+        judgments=[{"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())],
+    )
+    if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
+        try:
+            outcome.cause = explain(court, target, runs, pairs, skill)
+        except Exception as err:  # a verdict without its cause is still a verdict
+            court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
+    fail_on = s.fail_on
+    outcome.failed = (verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
+        verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE)
+    return outcome
 
 
 def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs: list[Any], skill: Any) -> Any:
@@ -231,18 +252,28 @@ def verdict_properties(outcome: "Outcome") -> list[tuple[str, object]]:
 
 def emit_report(session: pytest.Session, outcome: "Outcome") -> None:
     """Push the verdict item's reports through the normal hooks (terminal, junitxml, exit status)."""
+    _emit(session, outcome.target, verdict_text(outcome) if outcome.failed else None,
+          verdict_properties(outcome))
+
+
+def emit_error(session: pytest.Session, target: "Target", text: str) -> None:
+    """A verdict that could not be made is a failed verdict item with the reason."""
+    _emit(session, target, text, [("verdict", "ERROR")])
+
+
+def _emit(session: pytest.Session, target: "Target", failure: str | None,
+          props: list[tuple[str, object]]) -> None:
     hook = session.config.hook
-    nodeid = outcome.target.nodeid
-    location = (outcome.target.suite_rel, None, nodeid.rsplit("::", 1)[-1])
+    nodeid = target.nodeid
+    location = (target.suite_rel, None, nodeid.rsplit("::", 1)[-1])
     now = time.time()
-    props = verdict_properties(outcome)
     hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
     for when in ("setup", "call", "teardown"):
-        failed = when == "call" and outcome.failed
+        failed = when == "call" and failure is not None
         report = pytest.TestReport(
             nodeid=nodeid, location=location, keywords={"skill_court": 1},
             outcome="failed" if failed else "passed",
-            longrepr=verdict_text(outcome) if failed else None, when=when,
+            longrepr=failure if failed else None, when=when,
             sections=[], duration=0.0, start=now, stop=now,
             user_properties=props,
         )

@@ -81,12 +81,35 @@ def test_helps_verdict_passes_and_junit_carries_properties(pytester: pytest.Pyte
 
 
 def test_hurts_verdict_fails_the_item_and_the_session(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", wrong, right))
+    agent = loading_agent("house-format", wrong, right)
+
+    def handler(request: RecordedRequest) -> Reply:
+        if not request.tools:  # the cause finder (no tools offered)
+            return Reply(content=json.dumps({"cause": "the skill's rule about totals misled the model "
+                                                      "(see https://example.com/x)",
+                                             "line": "Follow the house rules."}))
+        return agent(request)
+
+    server.set_handler(handler)
     make_library(pytester, server.base_url)
     result = run_court(pytester)
     result.assert_outcomes(passed=6, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*FAILED*verdict[[]test-model[]]*", "*HURTS*success fell*"])
+    result.stdout.fnmatch_lines([
+        "*_ verdict[[]test-model[]] _*",
+        "HURTS: success fell from 100% to 0% (3 tasks)",
+        "cause: the skill's rule about totals misled the model (see)",
+        "skill line: Follow the house rules.",
+        "*skill court*",
+        "*house-format*HURTS*0%*100%*",
+        "*cause: *",
+        "*skill line: Follow the house rules.",
+        "FAILED skills_tests/house-format.yaml::verdict[[]test-model[]]*",
+    ])
+    props = junit_properties(pytester.path / "junit.xml")
+    verdict = props["skills_tests.house-format.yaml::verdict[test-model]"]
+    assert verdict["__status__"] == "failure" and verdict["skill_line"] == "Follow the house rules."
+    assert "example.com" not in verdict["cause"]
 
 
 def test_fail_on_never_keeps_hurts_green(pytester: pytest.Pytester, server: LLMServer) -> None:
@@ -98,7 +121,7 @@ def test_fail_on_never_keeps_hurts_green(pytester: pytest.Pytester, server: LLMS
 
 
 def test_neutral_by_equal_success(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", right, right))
+    server.set_handler(lambda request: Reply(content=right(request), input_tokens=100, output_tokens=20))
     make_library(pytester, server.base_url, n_tasks=3)
     result = run_court(pytester)
     result.assert_outcomes(passed=7)
@@ -137,7 +160,7 @@ def test_xdist_gives_the_same_verdicts(pytester: pytest.Pytester, server: LLMSer
                 [task(f"o{i}", f"Question {i}: give the total.", ANSWER_CHECK.format(value=f"TOTAL-{i}"))
                  for i in range(1, 4)])
     result = run_court(pytester, "-n", "2", subprocess=True)
-    result.assert_outcomes(passed=12, failed=1)
+    result.assert_outcomes(passed=13, failed=1)
     result.stdout.fnmatch_lines(["*house-format*HURTS*", "*other-tip*NEUTRAL*"])
     props = junit_properties(pytester.path / "junit.xml")
     assert props["skills_tests.house-format.yaml::verdict[test-model]"]["verdict"] == "HURTS"
@@ -189,7 +212,7 @@ def test_bad_suite_fails_only_its_own_collection(pytester: pytest.Pytester, serv
     bad = pytester.path / "skills_tests" / "broken.yaml"
     bad.write_text("skill: house-format\ntasks:\n  - id: a\n    prompt: hi\n    chek: 'true'\n")
     result = run_court(pytester, "--continue-on-collection-errors")
-    result.stdout.fnmatch_lines(["*skills_tests/broken.yaml:5: tasks[[]a[]].chek: unknown key; did you mean 'check'?*"])
+    result.stdout.fnmatch_lines(["*skills_tests/broken.yaml:5: tasks[[]0[]].chek: unknown key; did you mean 'check'?*"])
     result.assert_outcomes(passed=7, errors=1)
 
 

@@ -68,3 +68,12 @@ def write_summary(tr: Any, court: "SkillCourt") -> None:
     saved = court.early_skipped
     if saved:
         tr.write_line(f"early stop saved {saved} runs")
+    changed, lifted = court.quarantine_changes
+    for e in changed:
+        tr.write_line(f"quarantined {e.skill} for model {e.model} in {court.settings.quarantine}")
+    for e in lifted:
+        tr.write_line(f"lifted the quarantine of {e.skill} for model {e.model}")
+    for error in court.errors:
+        tr.write_line(f"skill court: {error}", yellow=True)
+    for what, path in court.files_written:
+        tr.write_sep("-", f"generated {what}: {path}")
