@@ -337,6 +337,39 @@ class SkillCourt:
             if out is not None:
                 out["skill_court_targets"] = [vars(t) for t in self.targets.values()]
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """After junitxml wrote its file: add each judged pair's judgment to its two items."""
+        xml_path = getattr(config.option, "xmlpath", None)
+        if self.is_worker or not xml_path or not self.outcomes:
+            return
+        from .collect import model_ids, run_item_name
+        from .report.junit import add_pair_properties
+
+        ids = model_ids(self.settings.models)
+        props: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for o in self.outcomes:
+            reps = self.suite(o.target.suite_rel).reps or 1
+            classname = o.target.suite_rel.replace("/", ".")
+            for j in o.judgments:
+                got = {"with": "success", "without": "success"} if j["winner"] == "tie" else (
+                    {j["winner"]: "success", ("without" if j["winner"] == "with" else "with"): "failure"}
+                    if j["winner"] else {"with": "none", "without": "none"})
+                for arm in ("with", "without"):
+                    name = run_item_name(j["task"], arm, j["rep"], reps, ids[o.target.model],
+                                         len(self.settings.models))
+                    props[(classname, name)] = [
+                        ("outcome", got[arm]), ("outcome_source", "judge"),
+                        ("judge_winner", j["winner"] or "none"),
+                        ("judge_picks", "/".join(p or "-" for p in j["picks"])),
+                        ("judge_order", "A=" + j["order"][0] + " first"),
+                        ("judge_reasons", j.get("error") or " | ".join(j["reasons"])),
+                        ("judge_model", j["judge_model"]),
+                        ("judge_tokens", str(j["input_tokens"] + j["output_tokens"])),
+                    ]
+        if props:
+            add_pair_properties(Path(xml_path), props)
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         for raw in (getattr(node, "workeroutput", None) or {}).get("skill_court_targets", []):

@@ -230,3 +230,55 @@ def test_plain_pytest_ignores_suites(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
+
+
+def _section(text: str, label: str) -> str:
+    import re
+
+    m = re.search(rf"<run_{label}_(\w+)>(.*?)</run_{label}_\1>", text, re.S)
+    return m.group(2) if m else ""
+
+
+def fair_judge(request: RecordedRequest) -> Reply:
+    """Picks the run whose answer holds TOTAL-, as a careful judge would."""
+    a, b = _section(request.last_user, "A"), _section(request.last_user, "B")
+    good_a, good_b = "TOTAL-" in a, "TOTAL-" in b
+    winner = "tie" if good_a == good_b else ("A" if good_a else "B")
+    return Reply(content=json.dumps({"winner": winner, "reason": f"{winner} gives the house format"}),
+                 input_tokens=300, output_tokens=20)
+
+
+def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server: LLMServer) -> None:
+    agent = loading_agent("house-format", right, wrong)
+
+    def handler(request: RecordedRequest) -> Reply:
+        if not request.tools:
+            if "impartial judge" in request.system:
+                return fair_judge(request)
+            return Reply(content=json.dumps({"cause": "n/a", "line": None}))
+        return agent(request)
+
+    server.set_handler(handler)
+    write_skill(pytester.path / "skills", "house-format", "How we format totals in this team")
+    write_suite(pytester.path, "house-format",
+                [task(f"t{i}", f"Question {i}: give the total.") for i in range(1, 4)])
+    pytester.makefile(".ini", pytest=ini(server.base_url))
+    result = run_court(pytester, "-v")
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(["*house-format*HELPS*100%*0%*0/3*", "*judge t1 r1: with (picks*"])
+    judge_requests = [r for r in server.chat_requests() if "impartial judge" in r.system]
+    assert len(judge_requests) == 6  # 3 pairs, both orders
+    for r in judge_requests:  # blind: the judge never hears of skills
+        assert "skill" not in r.system.lower() and "skill" not in r.last_user.lower()
+    props = junit_properties(pytester.path / "junit.xml")
+    with_item = props["skills_tests.house-format.yaml::t2[with]"]
+    assert with_item["outcome"] == "success" and with_item["judge_winner"] == "with"
+    assert props["skills_tests.house-format.yaml::t2[without]"]["outcome"] == "failure"
+    verdict = props["skills_tests.house-format.yaml::verdict[test-model]"]
+    assert verdict["outcomes_from_judge"] == "3" and verdict["outcomes_from_check"] == "0"
+    # judgments are cached with the runs: a re-run asks neither the agent nor the judge
+    before = len(server.requests)
+    again = run_court(pytester)
+    again.assert_outcomes(passed=7)
+    assert len(server.requests) == before
+    again.stdout.fnmatch_lines(["*house-format*HELPS*"])
