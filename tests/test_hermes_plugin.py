@@ -474,7 +474,7 @@ class RealHermes:
 
     def run(self, model: str, prompt: str = "What is the sales total?") -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [self.binary, "-z", prompt, "-m", model, "--usage-file", str(self.root / "usage.json")],
+            [self.binary, "-z", prompt, "-m", model, "--provider", "custom", "--usage-file", str(self.root / "usage.json")],
             env=self.env, cwd=self.root, capture_output=True, text=True, timeout=180,
         )
         assert done.returncode == 0, f"hermes -z failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
