@@ -7,6 +7,7 @@ both tool sets.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Iterator, Mapping
 
@@ -373,3 +374,163 @@ def test_capture_fails_when_the_exec_raises(sb: Sandbox) -> None:
     sb.close()  # exec on a closed sandbox raises SandboxError
     with pytest.raises(CaptureFailed, match="exec in the sandbox failed"):
         capture_changed_files(sb, since)
+
+
+# -- backend selection, image ids, cleanup, errors --------------------------------
+
+
+def test_resolve_backend_choices() -> None:
+    from pytest_skillcourt.sandbox import resolve_backend
+
+    with pytest.raises(ValueError, match="auto, docker, local"):
+        resolve_backend("podman")
+    assert resolve_backend("auto") in ("docker", "local")
+
+
+def test_resolve_backend_named(backend: str) -> None:
+    from pytest_skillcourt.sandbox import resolve_backend
+
+    assert resolve_backend(backend) == backend
+
+
+def test_missing_bwrap_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_skillcourt.sandbox import SandboxUnavailable, local
+
+    monkeypatch.setattr(local, "_probe_result", None)
+    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    assert "apt-get install bubblewrap" in local.probe()
+    assert "--skill-court-sandbox docker" in local.probe()
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        open_sandbox("local", SandboxSpec())
+
+
+def test_bwrap_without_namespaces_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import tempfile
+
+    from pytest_skillcourt.sandbox import local
+
+    # A bwrap that fails the way it does in an unprivileged container; in a
+    # world-readable dir because as root the probe runs under another uid.
+    where = tempfile.mkdtemp(prefix="skillcourt-fakebwrap-")
+    os.chmod(where, 0o755)
+    fake = os.path.join(where, "bwrap")
+    with open(fake, "w") as fh:
+        fh.write("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    os.chmod(fake, 0o755)
+    monkeypatch.setattr(local, "_probe_result", None)
+    monkeypatch.setattr(local, "_tools", lambda: local._Tools(bwrap=fake, prlimit=None))
+    try:
+        reason = local.probe()
+    finally:
+        shutil.rmtree(where)
+    assert "cannot create its namespaces" in reason
+    assert "No permissions to creating new namespace" in reason
+    assert "unprivileged_userns_clone" in reason
+
+
+def test_local_image_id_describes_the_host() -> None:
+    from pytest_skillcourt.sandbox import image_id
+
+    ident = image_id("local", None)
+    assert ident.startswith("local:") and ident == image_id("local", "ignored")
+
+
+@pytest.mark.docker
+def test_docker_image_id_and_missing_image() -> None:
+    from pytest_skillcourt.sandbox import SandboxUnavailable, image_id
+
+    require_docker()
+    image = ensure_test_image()
+    ident = image_id("docker", image)
+    assert ident.startswith("sha256:") and image_id("docker", image) == ident
+    with pytest.raises(SandboxUnavailable) as info:
+        image_id("docker", "skillcourt-test:no-such-tag")
+    assert "skillcourt-test:no-such-tag" in str(info.value)
+    assert "docker pull" in str(info.value)
+
+
+@pytest.mark.docker
+def test_docker_container_settings() -> None:
+    from pytest_skillcourt.sandbox import LABEL
+    from pytest_skillcourt.sandbox.docker import client
+
+    require_docker()
+    spec = SandboxSpec(
+        image=ensure_test_image(), env={"A": "1"}, memory_mb=300, pids=77, cpus=0.5,
+        labels={"skillcourt.run": "r1"}, name_hint="settings",
+    )
+    with open_sandbox("docker", spec) as sandbox:
+        info = client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
+    host = info["HostConfig"]
+    assert info["Name"].lstrip("/").startswith("skillcourt-settings-")
+    assert info["Config"]["Labels"] == {LABEL: "1", "skillcourt.run": "r1"}
+    assert info["Config"]["WorkingDir"] == "/workspace"
+    assert sorted(info["Config"]["Env"])[:2] == ["A=1", "HOME=/root"]
+    assert host["NetworkMode"] == "none"
+    assert not host.get("Binds") and not info.get("Mounts")
+    assert host["Memory"] == host["MemorySwap"] == 300 * 1024 * 1024
+    assert host["PidsLimit"] == 77 and host["NanoCpus"] == 500_000_000
+    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["AutoRemove"] is False
+
+
+@pytest.mark.docker
+def test_docker_container_removed_on_keyboard_interrupt() -> None:
+    import docker.errors
+
+    from pytest_skillcourt.sandbox.docker import client
+
+    require_docker()
+    with pytest.raises(KeyboardInterrupt):
+        with open_sandbox("docker", _spec("docker")) as sandbox:
+            cid = sandbox.id  # type: ignore[attr-defined]
+            raise KeyboardInterrupt
+    with pytest.raises(docker.errors.NotFound):
+        client().api.inspect_container(cid)
+
+
+@pytest.mark.docker
+def test_cleanup_removes_leftover_containers() -> None:
+    import docker.errors
+
+    from pytest_skillcourt.sandbox import cleanup_leftovers
+    from pytest_skillcourt.sandbox.docker import client
+
+    require_docker()
+    token = {"skillcourt.test": os.urandom(6).hex()}
+    sandbox = open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=token))
+    try:
+        assert cleanup_leftovers(older_than_s=3600, only_labels=token) == []
+        removed = cleanup_leftovers(only_labels=token)
+        assert removed == [f"docker:{sandbox.name}"]  # type: ignore[attr-defined]
+        with pytest.raises(docker.errors.NotFound):
+            client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
+    finally:
+        sandbox.close()  # idempotent, and quiet when already gone
+
+
+def test_cleanup_removes_abandoned_local_dirs_only() -> None:
+    from pytest_skillcourt.sandbox.local import DIR_PREFIX, leftover_dirs
+
+    require_bwrap()
+    import tempfile
+
+    abandoned = tempfile.mkdtemp(prefix=DIR_PREFIX + "abandoned-")
+    os.makedirs(os.path.join(abandoned, "workspace"))
+    open(os.path.join(abandoned, ".lock"), "w").close()
+    young = tempfile.mkdtemp(prefix=DIR_PREFIX + "young-")  # maybe mid-creation: kept
+    hour_ago = time.time() - 3600
+    os.utime(abandoned, (hour_ago, hour_ago))
+    with open_sandbox("local", SandboxSpec()) as live:
+        os.utime(live.host_dir, (hour_ago, hour_ago))  # type: ignore[attr-defined]
+        # Only the local part: a bare cleanup_leftovers() would also remove
+        # the containers of tests running in parallel.
+        removed = [f"local:{p}" for p in leftover_dirs()]
+        assert f"local:{abandoned}" in removed
+        assert os.path.isdir(young)
+        os.rmdir(young)
+        assert not os.path.exists(abandoned)
+        assert os.path.isdir(live.host_dir)  # type: ignore[attr-defined]  # held by its lock
+        assert live.exec("true").ok
+    assert not os.path.exists(live.host_dir)  # type: ignore[attr-defined]

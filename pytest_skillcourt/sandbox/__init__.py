@@ -15,6 +15,7 @@ imported only when the docker backend is used.
 from __future__ import annotations
 
 import threading
+from typing import Mapping
 
 from pytest_skillcourt.sandbox.base import (
     ANSWER_PATH,
@@ -146,18 +147,29 @@ def image_id(backend: str, image: str | None) -> str:
     raise ValueError(f"image_id: backend must be 'docker' or 'local', got {backend!r}")
 
 
-def cleanup_leftovers(*, older_than_s: float = 0) -> list[str]:
+def cleanup_leftovers(
+    *, older_than_s: float = 0, only_labels: Mapping[str, str] | None = None
+) -> list[str]:
     """Remove sandboxes left by crashed or killed runs; return what was removed.
 
-    Containers carrying our label (any state) created more than
-    ``older_than_s`` seconds ago, and local sandbox directories no live
-    process holds.  An engine that does not answer is skipped, not an error.
+    Containers carrying our label (any state, running ones too: a live run in
+    another process is not told apart, so pass ``older_than_s`` when runs may
+    be going on) created more than ``older_than_s`` seconds ago, and local
+    sandbox directories no live process holds (those are told apart by a
+    lock).  ``only_labels`` narrows the containers to those also carrying
+    these labels (e.g. one run id).  An engine that does not answer is
+    skipped, not an error.  Entries are ``docker:<name>`` / ``local:<path>``.
     """
     from pytest_skillcourt.sandbox import local
 
-    removed = [f"local:{path}" for path in local.leftover_dirs(older_than_s)]
+    removed: list[str] = []
+    if not only_labels:
+        removed += [f"local:{path}" for path in local.leftover_dirs(older_than_s)]
     from pytest_skillcourt.sandbox import docker as docker_backend
 
     if not docker_backend.ping():
-        removed += [f"docker:{name}" for name in docker_backend.leftover_containers(older_than_s)]
+        removed += [
+            f"docker:{name}"
+            for name in docker_backend.leftover_containers(older_than_s, only_labels)
+        ]
     return removed

@@ -455,14 +455,18 @@ def _remove(api: Any, container_id: str) -> None:
             return
 
 
-def leftover_containers(older_than_s: float = 0) -> list[str]:
-    """Force-remove our labelled containers older than ``older_than_s``."""
+def leftover_containers(
+    older_than_s: float = 0, only_labels: Mapping[str, str] | None = None
+) -> list[str]:
+    """Force-remove our labelled containers older than ``older_than_s``
+    (and carrying ``only_labels`` too, when given); return their names."""
     import docker.errors
 
     api = client().api
     removed: list[str] = []
+    labels = [LABEL] + [f"{k}={v}" for k, v in (only_labels or {}).items()]
     try:
-        containers = api.containers(all=True, filters={"label": LABEL})
+        containers = api.containers(all=True, filters={"label": labels})
     except docker.errors.DockerException:
         return removed
     now = time.time()

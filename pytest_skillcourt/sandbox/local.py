@@ -472,8 +472,17 @@ def remove_tree(path: str) -> None:
         raise OSError(f"could not remove {path}")
 
 
+#: A local sandbox dir younger than this is never cleaned up: between
+#: ``mkdtemp`` and taking its lock a live sandbox looks abandoned.
+CREATION_GRACE_S = 30.0
+
+
 def leftover_dirs(older_than_s: float = 0) -> list[str]:
-    """Remove local sandbox dirs nobody holds any more; return their paths."""
+    """Remove local sandbox dirs nobody holds any more; return their paths.
+
+    A dir counts as abandoned when no process holds its lock and it is older
+    than both ``older_than_s`` and ``CREATION_GRACE_S``."""
+    older_than_s = max(older_than_s, CREATION_GRACE_S)
     removed: list[str] = []
     base = tempfile.gettempdir()
     now = time.time()
