@@ -275,7 +275,7 @@ def cause_messages(*, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
     md = skill_md
     if len(md) > SKILL_MD_LIMIT:
         md = md[:SKILL_MD_LIMIT] + f"\n[... SKILL.md cut at {SKILL_MD_LIMIT} of {len(skill_md)} characters]"
-    other = other_answer if other_answer.strip() else "(no final answer)"
+    other = other_answer if isinstance(other_answer, str) and other_answer.strip() else "(no final answer)"
     user = "\n\n".join([
         tagged("task", m, neutralise(task_prompt, m)),
         tagged("transcript", m, neutralise(transcript_excerpt(transcript, skill_name), m)),

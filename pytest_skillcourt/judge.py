@@ -242,7 +242,8 @@ def _one_line(text: str) -> str:
 
 
 def _run_section(label: str, run: RunView, marker: str) -> str:
-    answer = run.answer if run.answer.strip() else "(no final answer)"
+    # A run record may hold None for "never answered"; the judge sees the same note.
+    answer = run.answer if isinstance(run.answer, str) and run.answer.strip() else "(no final answer)"
     parts = [tagged("answer", marker, neutralise(cut_middle(answer, ANSWER_LIMIT), marker))]
     for path, text in run.files:
         body = f"path: {_one_line(path)}\n----\n{text}"

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_skillcourt import judge
@@ -143,7 +143,7 @@ def test_cause_is_one_line_of_at_most_300_characters():
     assert clean_cause("short one") == "short one"
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=800))
 def test_property_cause_always_fits(text):
     out = clean_cause(text)

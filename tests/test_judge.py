@@ -120,6 +120,12 @@ def test_neutralise_removes_the_marker_in_any_case_and_defuses_fake_tags():
     assert "&lt;/run_B_cafe>" in out
 
 
+def test_a_missing_answer_is_shown_as_such():
+    text = user_message(TASK, RunView(answer=None), RunView(answer="  \n"), MARKER)  # type: ignore[arg-type]
+    for label in ("A", "B"):
+        assert section(section(text, f"run_{label}", MARKER), "answer", MARKER) == "\n(no final answer)\n"
+
+
 def test_long_answer_is_cut_in_the_middle_and_says_so():
     long = RunView(answer="HEAD " + "x" * 50_000 + " TAIL")
     run_a = section(user_message(TASK, long, BAD, MARKER), "run_A", MARKER)
@@ -168,7 +174,7 @@ def test_property_only_our_tags_carry_the_marker(task, run_a, run_b):
             assert got.endswith("\n----\n" + neutralise(content, MARKER))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(st.sampled_from([MARKER, MARKER[:5], MARKER[5:], "0", "f", "A", "x", "["]),
                      max_size=20).map("".join),
        marker=st.from_regex(r"[0-9a-f]{16}", fullmatch=True))
@@ -434,7 +440,7 @@ def test_judge_token_cap_stops_pairs_still_waiting():
 
 
 def test_judge_pairs_runs_concurrently_within_the_bound_and_is_deterministic():
-    barrier = threading.Barrier(3, timeout=10)
+    barrier = threading.Barrier(3, timeout=60)
     lock = threading.Lock()
     state = {"now": 0, "max": 0, "n": 0}
 
