@@ -282,3 +282,23 @@ def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server
     again.assert_outcomes(passed=7)
     assert len(server.requests) == before
     again.stdout.fnmatch_lines(["*house-format*HELPS*"])
+
+
+def test_early_stop_under_xdist_saves_runs_and_keeps_the_verdict(pytester: pytest.Pytester,
+                                                                  server: LLMServer) -> None:
+    pytest.importorskip("xdist")
+    server.set_handler(lambda request: Reply(content=right(request), input_tokens=100, output_tokens=20))
+    make_library(pytester, server.base_url, n_tasks=6)
+    result = run_court(pytester, "-n", "4", subprocess=True)
+    # tasks 5 and 6 (4 runs) are skipped: the first four ended the same in both arms
+    result.assert_outcomes(passed=9, skipped=4)
+    result.stdout.fnmatch_lines(["*house-format*NEUTRAL*", "*early stop saved 4 runs*"])
+    props = junit_properties(pytester.path / "junit.xml")
+    assert props["skills_tests.house-format.yaml::t6[with]"]["early_stop"] == "true"
+    assert props["skills_tests.house-format.yaml::verdict[test-model]"]["basis"] == "early-stop"
+    assert len(server.chat_requests()) == 8
+    # every task run (the first four from the cache): the same verdict, from all six
+    full = run_court(pytester, "--skill-court-no-early-stop", subprocess=True)
+    full.assert_outcomes(passed=13)
+    full.stdout.fnmatch_lines(["*house-format*NEUTRAL*"])
+    assert len(server.chat_requests()) == 12
