@@ -355,6 +355,7 @@ def _snippet(text: str, limit: int = 200) -> str:
 class _Asked:
     value: Any = None
     error: str | None = None
+    budget_reached: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -377,6 +378,7 @@ def ask_structured(client: ChatClient, messages: list[dict[str, str]], parse: An
     for attempt in range(2):
         if budget is not None and budget.exhausted():
             asked.error = budget.reason()
+            asked.budget_reached = True
             return asked
         try:
             result = client.chat(convo)
@@ -440,10 +442,12 @@ def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_
         tokens_out += asked.output_tokens
         if asked.error is not None:
             reasons[i] = asked.error
+            # A budget stop reads the same for every pair it hits, wherever it hit.
+            error = asked.error if asked.budget_reached else f"order {i + 1} (A = {a_arm}): {asked.error}"
             return Judgment(
                 winner=None, picks=(picks[0], picks[1]), reasons=(reasons[0], reasons[1]),
                 order=order, judge_model=client.spec.label, input_tokens=tokens_in,
-                output_tokens=tokens_out, error=f"order {i + 1} (A = {a_arm}): {asked.error}",
+                output_tokens=tokens_out, error=error,
             )
         picks[i], reasons[i] = asked.value
     both = (picks[0], picks[1])

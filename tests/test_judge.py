@@ -431,10 +431,12 @@ def test_judge_token_cap_stops_pairs_still_waiting():
         n = len(server.requests)
     assert out["task-0"].winner == "tie" and out["task-0"].error is None
     # task-1: first order at 200 < 250 is asked, then the cap is reached.
-    assert out["task-1"].winner is None and "budget reached" in out["task-1"].error
+    assert out["task-1"].winner is None and out["task-1"].error.startswith("judge token budget reached")
     assert out["task-1"].picks == ("A", "")
     for key in ("task-2", "task-3"):
-        assert out[key].winner is None and "budget reached" in out[key].error
+        assert out[key].winner is None
+        assert out[key].error == "judge token budget reached (300 of 250 tokens; raise " \
+            "--skill-court-judge-tokens to judge more pairs)"
         assert out[key].input_tokens == 0
     assert n == 3 and budget.used == 300
 
