@@ -11,7 +11,6 @@ selected, through ``workeroutput``.
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 import time
 import uuid
@@ -83,6 +82,7 @@ class SkillCourt:
         self.early_skipped = 0
         self.files_written: list[tuple[str, Path]] = []
         self.errors: list[str] = []
+        self._judge_budget: Any = None
         self.quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
 
     # -- shared state --------------------------------------------------------
@@ -122,6 +122,14 @@ class SkillCourt:
         if label not in self._models:
             self._models[label] = resolve_model(label, base_url=self.settings.base_url)
         return self._models[label]
+
+    def judge_budget(self) -> Any:
+        """The session's judge token cap, shared by pair judging and cause finding."""
+        from .judge import TokenBudget
+
+        if self._judge_budget is None:
+            self._judge_budget = TokenBudget(self.settings.judge_tokens)
+        return self._judge_budget
 
     def resolve_backend(self) -> str:
         from .sandbox import resolve_backend
@@ -166,8 +174,13 @@ class SkillCourt:
                 self.resolve_backend()
             except SandboxUnavailable as err:
                 raise pytest.UsageError(f"skill court: {err}") from None
-            self.store().start_trial(self.trial, rootdir=str(self.settings.rootdir),
-                                     argv=sys.argv[1:])
+            from .store import StoreError
+
+            try:
+                self.store().start_trial(self.trial, rootdir=str(self.settings.rootdir),
+                                         argv=list(self.config.invocation_params.args), skills_dir=str(self.settings.skills_dir))
+            except StoreError as err:
+                raise pytest.UsageError(f"skill court: {err}") from None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -379,6 +392,9 @@ class SkillCourt:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        if not self.is_worker and self.targets:
+            # verdict items left the run queue but will be reported: count them
+            session.testscollected += len(self.targets)
         result = yield
         if not self.is_worker and not session.config.option.collectonly:
             from .verdicts import produce_verdicts

@@ -20,6 +20,7 @@ from .skills import Library
 from .suite import Suite, Task
 
 CHECK_TIMEOUT = 120.0
+LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "lmstudio", "vllm"})
 SETUP_TIMEOUT = 300.0
 
 
@@ -86,6 +87,8 @@ def price(settings: Settings, model: ModelSpec, input_tokens: int, output_tokens
     """(cost in USD, priced?) from the provider's own figure, else the ini prices."""
     if reported is not None:
         return reported, True
+    if model.provider in LOCAL_PROVIDERS:  # a model on your own machine costs no money
+        return 0.0, True
     rates = settings.prices.get(model.short)
     if rates is None:
         return None, False

@@ -44,7 +44,7 @@ def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]
     """Judge every check-less pair that has two scorable runs; reuse stored judgments.
 
     Returns judgments keyed by (target nodeid, task id, rep)."""
-    from .judge import Judgment, TokenBudget, judge_pairs
+    from .judge import Judgment, judge_pairs
     from .agent.client import ChatClient
 
     s = court.settings
@@ -76,7 +76,7 @@ def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]
             jobs_by_model.setdefault(judge_label, []).append((key, prompts.get(task_id, ""), _view(w), _view(wo)))
     if not jobs_by_model:
         return out
-    budget = TokenBudget(s.judge_tokens)
+    budget = court.judge_budget()
     for label, jobs in jobs_by_model.items():
         spec = court.model(label)
         results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget,
@@ -191,7 +191,8 @@ def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs:
     except OSError:
         return None
     return find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
-                      skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md)
+                      skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
+                      budget=court.judge_budget())
 
 
 def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
@@ -203,7 +204,7 @@ def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
         "cached_runs": outcome.cached_runs, "fresh_runs": outcome.fresh_runs,
         "spend_usd": round(outcome.spend, 6), "failed": outcome.failed,
         "cause": outcome.cause.to_dict() if outcome.cause is not None else None,
-        "judgments": outcome.judgments,
+        "judgments": outcome.judgments, "first_tasks": list(outcome.target.first_tasks),
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
