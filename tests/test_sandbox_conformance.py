@@ -534,3 +534,22 @@ def test_cleanup_removes_abandoned_local_dirs_only() -> None:
         assert os.path.isdir(live.host_dir)  # type: ignore[attr-defined]  # held by its lock
         assert live.exec("true").ok
     assert not os.path.exists(live.host_dir)  # type: ignore[attr-defined]
+
+
+def test_host_watchdog_reports_an_overrun_as_timed_out(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Make the host deadline (timeout + 5 + slack) fall before the in-sandbox
+    # timeout, as when the engine or the jail hangs: the call must still
+    # return on time, as timed out.
+    from pytest_skillcourt.sandbox import docker as docker_backend
+    from pytest_skillcourt.sandbox import local
+
+    monkeypatch.setattr(docker_backend if backend == "docker" else local, "HOST_SLACK_S", -7.0)
+    with open_sandbox(backend, _spec(backend)) as sandbox:
+        started = time.monotonic()
+        r = sandbox.exec("echo begun; sleep 20", timeout=3)
+        elapsed = time.monotonic() - started
+        assert r.timed_out and not r.ok
+        assert elapsed < 2.5, elapsed
+        assert sandbox.exec("echo alive").stdout == "alive\n"

@@ -90,8 +90,20 @@ def _get_client(kind: str) -> Any:
             _client_pid = os.getpid()
         if kind not in _clients:
             timeout = CONTROL_TIMEOUT_S if kind == "control" else 365 * 24 * 3600
-            _clients[kind] = docker.from_env(timeout=timeout)
+            _clients[kind] = docker.from_env(timeout=timeout, use_ssh_client=_use_ssh_client())
         return _clients[kind]
+
+
+def _use_ssh_client() -> bool:
+    """For ``DOCKER_HOST=ssh://...``: the SDK speaks ssh through paramiko when
+    installed, else through the ``ssh`` binary (which honours ~/.ssh/config)."""
+    if not os.environ.get("DOCKER_HOST", "").startswith("ssh://"):
+        return False
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        return True
+    return False
 
 
 def client() -> Any:
@@ -113,7 +125,11 @@ def ping() -> str:
         )
         return _ping_result
     try:
-        probe = docker.from_env(timeout=PING_TIMEOUT_S)
+        # An ssh:// engine needs a connection set up first: give it longer.
+        ssh = os.environ.get("DOCKER_HOST", "").startswith("ssh://")
+        probe = docker.from_env(
+            timeout=PING_TIMEOUT_S * (5 if ssh else 1), use_ssh_client=_use_ssh_client()
+        )
         try:
             probe.ping()
         finally:
@@ -293,6 +309,9 @@ class DockerSandbox(Sandbox):
         overran = threading.Event()
 
         def watchdog() -> None:
+            # Only reached when the engine or the connection hangs: the
+            # in-container timeout fires 10 s earlier, so the command is (or
+            # soon will be) killed there; here we stop waiting for it.
             overran.set()
             try:
                 stream.close()

@@ -115,6 +115,8 @@ _probe_result: str | None = None  # "" = works; otherwise the reason it does not
 class _Tools:
     bwrap: str
     prlimit: str | None
+    #: Absolute, so a spec that sets its own PATH cannot lose it.
+    timeout: str = "timeout"
 
 
 def _tools() -> _Tools:
@@ -125,7 +127,13 @@ def _tools() -> _Tools:
             "Fix: `apt-get install bubblewrap` (or `dnf install bubblewrap`), "
             "or use `--skill-court-sandbox docker`."
         )
-    return _Tools(bwrap=bwrap, prlimit=shutil.which("prlimit"))
+    timeout = shutil.which("timeout")
+    if timeout is None:
+        raise SandboxUnavailable(
+            "local sandbox: `timeout` (coreutils) is not installed; it enforces exec "
+            "timeouts inside the jail. Fix: `apt-get install coreutils`."
+        )
+    return _Tools(bwrap=bwrap, prlimit=shutil.which("prlimit"), timeout=timeout)
 
 
 def _run_as_uid() -> int | None:
@@ -306,7 +314,7 @@ class LocalSandbox(Sandbox):
                 "--core=0",
                 "--",
             ]
-        args += ["timeout", "-k", "5", _seconds(timeout), "/bin/sh", "-c", command]
+        args += [self._tools.timeout, "-k", "5", _seconds(timeout), "/bin/sh", "-c", command]
         return args
 
     def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
