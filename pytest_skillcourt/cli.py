@@ -34,6 +34,7 @@ from pytest_skillcourt.quarantine import (
 EXIT_OK = 0
 EXIT_NO_MATCH = 1
 EXIT_USAGE = 2
+EXIT_HURTS = 3
 
 #: The subcommands ``hermes court`` offers (those registered, in this order).
 HERMES_COMMANDS = ("list", "quarantine", "release", "report")
@@ -42,7 +43,8 @@ EPILOG = """\
 exit status:
   0  done
   1  nothing matched (e.g. release of a skill that is not quarantined)
-  2  usage error, or a quarantine file that cannot be read (it is never overwritten)
+  2  usage error, or a quarantine file or store that cannot be read (never overwritten)
+  3  merge: a merged verdict fails (HURTS; see --fail-on)
 """
 
 _QUARANTINE_HELP = (
@@ -280,6 +282,148 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(court_handler=cmd_cleanup)
 
 
+# -- report ------------------------------------------------------------------------
+
+DEFAULT_STORE = Path(".skill-court") / "court.db"
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store).expanduser() if args.store else Path.cwd() / DEFAULT_STORE
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print the newest verdict per skill and model from the store."""
+    from pytest_skillcourt.report.store_report import format_rows, report_rows
+    from pytest_skillcourt.store import Store
+
+    path = _store_path(args)
+    store = Store(path, readonly=True)
+    try:
+        rows = report_rows(store, skills=Path(args.skills) if args.skills else None,
+                           model=args.model, skill=args.skill)
+    finally:
+        store.close()
+    if args.as_json:
+        _out(json.dumps({"store": str(path), "verdicts": [r.to_dict() for r in rows]}, indent=2,
+                        ensure_ascii=False))
+        return EXIT_OK if rows else EXIT_NO_MATCH
+    if not rows:
+        _err(f"{_prog(args)}: no verdict{' matches' if args.model or args.skill else ' yet'} in {path}; "
+             "`pytest --skill-court` makes them.")
+        return EXIT_NO_MATCH
+    for line in format_rows(rows):
+        _out(line)
+    return EXIT_OK
+
+
+@subcommand("report")
+def _parser_report(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "report",
+        parents=[common],
+        help="show the latest verdict per skill and model",
+        description=_wrap(
+            "Show the newest verdict of each skill on each model from the store: the verdict line, "
+            "whether the skill changed since (its folder hashed again: 'yes' means the verdict is "
+            "about older bytes), how many outcomes came from checks and from the judge, runs reused "
+            "from the cache, spend, and for HURTS the cause and the SKILL.md line. Exit status 1 "
+            "when there is no verdict to show."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--store", metavar="PATH",
+                        help=f"the store pytest --skill-court wrote (default ./{DEFAULT_STORE})")
+    parser.add_argument("--skills", metavar="DIR",
+                        help="skill library to compare against (default: the folder the verdict's "
+                             "session used)")
+    parser.add_argument("--model", metavar="M", help="only verdicts on model M (provider prefix and case ignored)")
+    parser.add_argument("--skill", metavar="SKILL", help="only verdicts on SKILL")
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help='print {"store": PATH, "verdicts": [...]} as JSON')
+    parser.set_defaults(court_handler=cmd_report)
+
+
+# -- merge -------------------------------------------------------------------------
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Join shard stores into one and recompute the verdicts."""
+    from pytest_skillcourt.merge import merge_stores
+    from pytest_skillcourt.report.terminal import format_table
+
+    result = merge_stores([Path(p) for p in args.stores], Path(args.output), force=args.force)
+    copied = ", ".join(f"{n} {table}" for table, n in result.copied.items() if n)
+    _out(f"Merged {len(result.inputs)} store(s) into {result.output} ({copied or 'no rows'}); "
+         f"merge trial {result.trial}.")
+    table = [["skill", "model", "verdict", "with", "without", "diff 95% CI", "tokens w/wo",
+              "check/judge", "from trial"]]
+    for m in result.verdicts:
+        v = m.verdict
+        table.append([m.skill, m.model, v.kind.value + (" (cost)" if v.basis == "tokens" else ""),
+                      f"{100 * v.success_with:.0f}%", f"{100 * v.success_without:.0f}%",
+                      "-" if v.diff_ci is None else f"[{v.diff_ci[0]:+.2f}, {v.diff_ci[1]:+.2f}]",
+                      "-" if v.token_ratio is None else f"x{v.token_ratio:.2f}",
+                      f"{v.n_check}/{v.n_judge}", m.source_trial])
+    for line in format_table(table):
+        _out(line)
+    for m in result.verdicts:
+        if m.verdict.kind.value in ("HURTS", "INCONCLUSIVE"):
+            _out(f"{m.skill} on {m.model}: {m.verdict.kind.value}: {m.verdict.line}")
+            cause = m.data.get("cause") or {}
+            if cause.get("cause"):
+                _out(f"  cause: {cause['cause']}")
+    for warning in result.warnings:
+        _err(f"{_prog(args)} merge: {warning}")
+    fails = {"hurts": ("HURTS",), "inconclusive": ("HURTS", "INCONCLUSIVE"), "never": ()}[args.fail_on]
+    return EXIT_HURTS if any(m.verdict.kind.value in fails for m in result.verdicts) else EXIT_OK
+
+
+@subcommand("merge")
+def _parser_merge(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "merge",
+        parents=[common],
+        help="join the stores of CI shards and recompute the verdicts",
+        description=_wrap(
+            "Join the stores written by `pytest --skill-court --skill-court-shard I/N` jobs into a new "
+            "store OUT (runs, judgments, verdicts and quarantine history, without duplicates) and "
+            "decide every skill's verdict again from the recorded runs, as one unsharded session "
+            "would. No model is called. Prints the verdict table; exit status 3 when a verdict "
+            "fails (HURTS by default, see --fail-on), so a CI job can go red on it."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("stores", nargs="+", metavar="DB", help="shard stores (court.db files)")
+    parser.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged store to write")
+    parser.add_argument("--force", action="store_true", help="replace OUT when it exists")
+    parser.add_argument("--fail-on", choices=("hurts", "inconclusive", "never"), default="hurts",
+                        help="verdicts that make the exit status 3 (default hurts)")
+    parser.set_defaults(court_handler=cmd_merge)
+
+
+# -- tasks -------------------------------------------------------------------------
+
+
+@subcommand("tasks")
+def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
+    from pytest_skillcourt import mine
+
+    parser = sub.add_parser(
+        "tasks",
+        parents=[common],
+        help="make replay tasks (tasks mine: from Hermes' session history)",
+        description=_wrap("Make replay tasks for skills. `tasks mine` turns the requests that "
+                           "made Hermes load a skill into check-less tasks."),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(court_parser=parser)
+    tasks = parser.add_subparsers(dest="court_tasks_command", metavar="COMMAND", title="commands")
+    mine.add_parser(tasks, parents=[common])
+
+
 # -- assembling and running -----------------------------------------------------------
 
 
@@ -316,8 +460,9 @@ def build_parser(prog: str = "skill-court") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_wrap(
-            "Manage what pytest-skillcourt decided: the quarantine file that hides skills from the "
-            "models they hurt (read live by the Hermes Agent plugin), and leftovers of runs."
+            "Manage what pytest-skillcourt decided: the verdicts in the store (report, merge of CI "
+            "shards), the quarantine file that hides skills from the models they hurt (read live by "
+            "the Hermes Agent plugin), replay tasks, and leftovers of runs."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -335,8 +480,14 @@ def run(args: argparse.Namespace) -> int:
             parser.print_help(sys.stderr)
         _err(f"{_prog(args)}: a command is required")
         return EXIT_USAGE
+    from pytest_skillcourt.merge import MergeError
+    from pytest_skillcourt.store import StoreError
+
     try:
         return int(handler(args))
+    except (StoreError, MergeError) as exc:
+        _err(f"{_prog(args)}: {exc}")
+        return EXIT_USAGE
     except QuarantineFileError as exc:
         _err(f"{_prog(args)}: {exc}")
         return EXIT_USAGE

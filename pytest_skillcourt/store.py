@@ -60,6 +60,13 @@ MIGRATIONS: list[str] = [
         skill TEXT NOT NULL, model TEXT NOT NULL, trial TEXT, data TEXT NOT NULL
     );
     """,
+    # v2: the library folder of each session, so `skill-court report` can tell
+    # whether a skill changed since its verdict without guessing the ini.
+    """
+    ALTER TABLE trials ADD COLUMN skills_dir TEXT;
+    CREATE INDEX trial_runs_by_run ON trial_runs(run_id);
+    CREATE INDEX judgments_by_runs ON judgments(with_run, without_run);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -151,14 +158,32 @@ class Store:
 
     # -- trials ---------------------------------------------------------------
 
-    def start_trial(self, trial: str, *, rootdir: str, argv: Sequence[str]) -> None:
+    def start_trial(self, trial: str, *, rootdir: str, argv: Sequence[str],
+                    skills_dir: str | None = None) -> None:
+        """Record that session ``trial`` started (its rootdir, argv and library folder)."""
         with self._write() as db:
-            db.execute("INSERT OR IGNORE INTO trials(trial, started_at, rootdir, argv) VALUES (?,?,?,?)",
-                       (trial, utcnow(), rootdir, json.dumps(list(argv))))
+            db.execute("INSERT OR IGNORE INTO trials(trial, started_at, rootdir, argv, skills_dir) "
+                       "VALUES (?,?,?,?,?)",
+                       (trial, utcnow(), rootdir, json.dumps(list(argv)), skills_dir))
 
     def finish_trial(self, trial: str) -> None:
         with self._write() as db:
             db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utcnow(), trial))
+
+    def trial_info(self, trial: str) -> dict[str, Any] | None:
+        """The trials row of ``trial`` (argv decoded), or None."""
+        row = self._db.execute(
+            "SELECT trial, started_at, finished_at, rootdir, argv, skills_dir FROM trials "
+            "WHERE trial = ?", (trial,)).fetchone()
+        if row is None:
+            return None
+        keys = ("trial", "started_at", "finished_at", "rootdir", "argv", "skills_dir")
+        info = dict(zip(keys, row))
+        try:
+            info["argv"] = json.loads(info["argv"] or "[]")
+        except ValueError:
+            info["argv"] = []
+        return info
 
     # -- runs -----------------------------------------------------------------
 
@@ -232,6 +257,14 @@ class Store:
         row = self._db.execute("SELECT data FROM judgments WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def judgment_for_runs(self, with_run: str, without_run: str) -> dict[str, Any] | None:
+        """The newest stored judgment of this pair of runs, one with a winner first."""
+        row = self._db.execute(
+            "SELECT data FROM judgments WHERE with_run = ? AND without_run = ? "
+            "ORDER BY winner IS NULL, created_at DESC, rowid DESC LIMIT 1",
+            (with_run, without_run)).fetchone()
+        return json.loads(row[0]) if row else None
+
     def record_judgment(self, key: str, *, trial: str, with_run: str, without_run: str,
                         data: dict[str, Any], cost_usd: float | None = None) -> None:
         with self._write() as db:
@@ -253,13 +286,28 @@ class Store:
                 (trial, skill, model, suite, skill_hash, suite_hash, kind, utcnow(),
                  json.dumps(data, ensure_ascii=False)))
 
-    def latest_verdicts(self) -> list[dict[str, Any]]:
-        """The newest verdict per (skill, model)."""
+    def latest_verdicts(self, *, by: str = "skill") -> list[dict[str, Any]]:
+        """The newest verdict per (skill, model), or per (suite, model) with ``by="suite"``."""
+        if by not in ("skill", "suite"):
+            raise ValueError(f"latest_verdicts: by must be 'skill' or 'suite', got {by!r}")
+        return self._verdict_rows(
+            f"JOIN (SELECT {by}, model, MAX(id) AS id FROM verdicts GROUP BY {by}, model) m "
+            "ON m.id = v.id ORDER BY v.skill, v.model, v.suite", ())
+
+    def all_verdicts(self) -> list[dict[str, Any]]:
+        """Every verdict, oldest first (by time made, then by id)."""
+        return self._verdict_rows("ORDER BY v.created_at, v.id", ())
+
+    def trial_verdicts(self, trial: str) -> list[dict[str, Any]]:
+        """Every verdict session ``trial`` made, in the order it made them."""
+        return self._verdict_rows("WHERE v.trial = ? ORDER BY v.id", (trial,))
+
+    def _verdict_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         rows = self._db.execute(
-            "SELECT v.trial, v.skill, v.model, v.suite, v.skill_hash, v.suite_hash, v.kind, "
-            "v.created_at, v.data FROM verdicts v JOIN (SELECT skill, model, MAX(id) AS id "
-            "FROM verdicts GROUP BY skill, model) m ON m.id = v.id ORDER BY v.skill, v.model")
-        keys = ("trial", "skill", "model", "suite", "skill_hash", "suite_hash", "kind", "created_at")
+            "SELECT v.id, v.trial, v.skill, v.model, v.suite, v.skill_hash, v.suite_hash, v.kind, "
+            f"v.created_at, v.data FROM verdicts v {tail}", params)
+        keys = ("id", "trial", "skill", "model", "suite", "skill_hash", "suite_hash", "kind",
+                "created_at")
         out = []
         for row in rows:
             item = dict(zip(keys, row[:-1]))
