@@ -226,7 +226,7 @@ def test_capture_finds_new_and_changed_files_not_old_ones(sb: Sandbox) -> None:
         "echo new > new.txt; mkdir -p sub/dir; echo nested > sub/dir/n.txt; "
         "echo after >> edited.txt; mkdir -p /root/notes; echo r > /root/notes/r.txt; "
         # mv keeps the old mtime; only ctime says it changed
-        "mv moved-in.txt sub/moved.txt"
+        "mv moved-in.txt sub/moved.txt; echo s > 'with space.txt'"
     )
     got = capture_changed_files(sb, since)
     paths = [p for p, _ in got.files]
@@ -235,6 +235,7 @@ def test_capture_finds_new_and_changed_files_not_old_ones(sb: Sandbox) -> None:
         "/workspace/new.txt",
         "/workspace/sub/dir/n.txt",
         "/workspace/sub/moved.txt",
+        "/workspace/with space.txt",
         "/root/notes/r.txt",
     ]
     assert dict(got.files)["/workspace/edited.txt"] == "beforeafter\n"

@@ -560,20 +560,23 @@ def _communicate(
 
     Returns (stdout, stdout_dropped, stderr, stderr_dropped, overran)."""
     proc._skc_started = time.monotonic()  # type: ignore[attr-defined]
-    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    dropped = {proc.stdout: 0, proc.stderr: 0}
-    limits = {proc.stdout: out_limit, proc.stderr: err_limit}
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    in_fd = proc.stdin.fileno() if proc.stdin is not None else None
+    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    dropped = {out_fd: 0, err_fd: 0}
+    limits = {out_fd: out_limit, err_fd: err_limit}
     sel = selectors.DefaultSelector()
-    for fh in (proc.stdout, proc.stderr):
-        os.set_blocking(fh.fileno(), False)  # type: ignore[union-attr]
-        sel.register(fh, selectors.EVENT_READ)
+    for fd in (out_fd, err_fd):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
     view = memoryview(stdin or b"")
-    if proc.stdin is not None:
+    if in_fd is not None:
         if view:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin, selectors.EVENT_WRITE)
+            os.set_blocking(in_fd, False)
+            sel.register(in_fd, selectors.EVENT_WRITE)
         else:
-            proc.stdin.close()
+            proc.stdin.close()  # type: ignore[union-attr]
     overran = False
     try:
         while sel.get_map():
@@ -582,31 +585,30 @@ def _communicate(
                 overran = True
                 break
             for key, _ in sel.select(timeout=min(remaining, 1.0)):
-                fh = key.fileobj
-                if fh is proc.stdin:
+                fd = key.fd
+                if fd == in_fd:
                     try:
-                        n = os.write(fh.fileno(), view[:65536])  # type: ignore[union-attr]
+                        n = os.write(fd, view[:65536])
+                    except BlockingIOError:
+                        continue
                     except BrokenPipeError:
-                        n = len(view)
+                        n = len(view)  # the command does not read stdin: fine
                     view = view[n:]
                     if not view:
-                        sel.unregister(fh)
-                        fh.close()  # type: ignore[union-attr]
+                        sel.unregister(fd)
+                        proc.stdin.close()  # type: ignore[union-attr]
                     continue
                 try:
-                    chunk = os.read(fh.fileno(), 65536)  # type: ignore[union-attr]
+                    chunk = os.read(fd, 65536)
                 except BlockingIOError:
                     continue
                 if not chunk:
-                    sel.unregister(fh)
+                    sel.unregister(fd)
                     continue
-                buf, limit = bufs[fh], limits[fh]  # type: ignore[index]
-                if limit is None or len(buf) < limit:
-                    room = len(chunk) if limit is None else limit - len(buf)
-                    buf += chunk[:room]
-                    dropped[fh] += len(chunk) - min(room, len(chunk))  # type: ignore[index]
-                else:
-                    dropped[fh] += len(chunk)  # type: ignore[index]
+                buf, limit = bufs[fd], limits[fd]
+                room = len(chunk) if limit is None else max(0, limit - len(buf))
+                buf += chunk[:room]
+                dropped[fd] += len(chunk) - min(room, len(chunk))
     finally:
         sel.close()
     if overran:
@@ -621,7 +623,4 @@ def _communicate(
     for fh in (proc.stdin, proc.stdout, proc.stderr):
         if fh is not None and not fh.closed:
             fh.close()
-    return (
-        bytes(bufs[proc.stdout]), dropped[proc.stdout],
-        bytes(bufs[proc.stderr]), dropped[proc.stderr], overran,
-    )
+    return bytes(bufs[out_fd]), dropped[out_fd], bytes(bufs[err_fd]), dropped[err_fd], overran
