@@ -55,7 +55,9 @@ def make_settings(tmp: Path, profile: Path | None, *, disabled: tuple[str, ...] 
         pids=64, cpus=1.0)
 
 
-def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, ...] = ()) -> RunContext:
+def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, ...] = (),
+             base_url: str = "http://127.0.0.1:9/v1", timeout: float = 60.0,
+             prompt: str = "Question 1") -> RunContext:
     lib_root = tmp / "skills"
     write_skill(lib_root, SKILL, "How we format totals")
     write_skill(lib_root / "tools", "other-tip", "A harmless tip", body="Use printf.")
@@ -63,8 +65,8 @@ def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, 
     (lib_root / "tools" / "other-tip" / "scripts" / "run.sh").write_text("echo hi\n")
     library = load_library(lib_root)
     suite = Suite(path=tmp / "skills_tests" / f"{SKILL}.yaml", skill=SKILL,
-                  tasks=(Task(id="t1", prompt="Question 1"),))
-    model = ModelSpec(label="custom/m", provider="custom", name="m", base_url="http://127.0.0.1:9/v1",
+                  tasks=(Task(id="t1", prompt=prompt),), timeout=timeout)
+    model = ModelSpec(label="custom/m", provider="custom", name="m", base_url=base_url,
                       api_key="the-run-key")
     return RunContext(settings=make_settings(tmp, profile, disabled=disabled), library=library,
                       suite=suite, suite_rel=f"skills_tests/{SKILL}.yaml", task=suite.tasks[0],
@@ -277,8 +279,11 @@ def scripted_model(host_marker: str):
 @pytest.mark.slow
 def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image: str,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both arms of each task run at once (-n 2): two Hermes processes, each
+    attached to its own container by its own profile label."""
     from pytest_skillcourt.sandbox.docker import client
 
+    pytest.importorskip("xdist")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("HERMES_YOLO_MODE", "1")
     host_marker = f"/tmp/skillcourt-hermes-e2e-{uuid.uuid4().hex}"
@@ -294,10 +299,11 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
             task(f"t{i}", f"Question {i}: write the total to out.txt.",
                  f'grep -qx "TOTAL-{i}" /workspace/out.txt') for i in (1, 2, 3)])
         pytester.makefile(".ini", pytest=ini(server.base_url))
-        result = pytester.runpytest(
-            "--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
+        result = pytester.runpytest_subprocess(
+            "-n", "2", "--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
             "--skill-court-agent", "hermes", "--skill-court-sandbox", "docker",
-            "--skill-court-image", hermes_image, "--skill-court-hermes-profile", str(profile))
+            "--skill-court-image", hermes_image, "--skill-court-hermes-profile", str(profile),
+            timeout=600)
         requests = server.chat_requests()
     result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*house-format*HELPS*100%*0%*"])
@@ -324,3 +330,73 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
     assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
     left = client().api.containers(all=True, filters={"label": hr.LABEL_PROFILE})
     assert [c for c in left if c["Labels"][hr.LABEL_PROFILE].startswith(hr.PROFILE_PREFIX)] == []
+
+
+@pytest.fixture
+def labelled_sandbox(hermes_image: str):
+    """A docker sandbox carrying the labels run.py puts on hermes runs."""
+    from pytest_skillcourt.sandbox.base import SandboxSpec
+    from pytest_skillcourt.sandbox.docker import open_docker
+
+    run_id = f"direct-{uuid.uuid4().hex}"
+    with open_docker(SandboxSpec(image=hermes_image, labels=hr.hermes_sandbox_labels(run_id),
+                                 name_hint="hermes-direct")) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.hermes
+@pytest.mark.docker
+def test_host_workspace_never_reaches_the_prompt(tmp_path: Path, labelled_sandbox,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the host has its own /workspace, Hermes (which reads AGENTS.md from
+    terminal.cwd on the host) is given the clone's empty folder, linked to
+    /workspace in the sandbox: commands still run in /workspace."""
+    host_ws = tmp_path / "host-workspace"
+    host_ws.mkdir()
+    (host_ws / "AGENTS.md").write_text("HOST-AGENTS-MARKER: never show this to the agent\n")
+    monkeypatch.setattr(hr, "WORKSPACE", str(host_ws))  # "the host has a /workspace"
+    labelled_sandbox.write_files({"/workspace/in.txt": b"from the sandbox\n"})
+
+    def handler(request: RecordedRequest) -> Reply | str:
+        if turn(request) == 0:
+            return Reply(tool_calls=(ToolCall("terminal", {"command": "pwd -P && cat in.txt > out.txt"}),))
+        return "copied"
+
+    prompt = "--help is not an option here: copy in.txt to out.txt"
+
+    with LLMServer(handler) as server:
+        ctx = make_ctx(tmp_path, None, "with", base_url=server.base_url, prompt=prompt)
+        result = hr.run_hermes_agent(ctx, labelled_sandbox)
+        requests = server.chat_requests()
+    assert result.status == "answered" and result.answer == "copied", result.error
+    assert requests[0].last_user == prompt
+    assert "HOST-AGENTS-MARKER" not in requests[0].system
+    assert labelled_sandbox.read_file("/workspace/out.txt") == b"from the sandbox\n"
+    tool = json.loads(requests[1].tool_results()[0]["content"])
+    assert tool["output"].strip() == "/workspace" and tool["exit_code"] == 0
+    # The transcript, OpenAI-shaped, from the clone's state.db.
+    roles = [m["role"] for m in result.transcript]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    call = result.transcript[2]["tool_calls"][0]
+    assert call["function"]["name"] == "terminal"
+    assert "pwd -P" in json.loads(call["function"]["arguments"])["command"]
+    assert result.transcript[3]["tool_call_id"] == call["id"] and result.transcript[3]["name"] == "terminal"
+    assert result.api_calls == 2 and result.input_tokens > 0 and result.cost_usd is None
+    assert not result.skill_loaded
+
+
+@pytest.mark.hermes
+@pytest.mark.docker
+def test_a_run_past_its_timeout_is_killed_and_cleaned_up(tmp_path: Path, labelled_sandbox) -> None:
+    import time
+
+    before = set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*"))
+    with LLMServer(lambda request: Reply(hang=True)) as server:
+        ctx = make_ctx(tmp_path, None, "with", base_url=server.base_url, timeout=15)
+        started = time.monotonic()
+        result = hr.run_hermes_agent(ctx, labelled_sandbox)
+        elapsed = time.monotonic() - started
+    assert result.status == "timeout" and result.answer == ""
+    assert 15 <= elapsed < 15 + hr.KILL_GRACE_S + 10
+    assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
+    assert labelled_sandbox.exec("true").ok  # the sandbox itself is run.py's to remove

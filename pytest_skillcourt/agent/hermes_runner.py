@@ -225,7 +225,8 @@ def read_profile_config(profile: Path) -> dict[str, Any]:
 def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_cwd: str) -> dict[str, Any]:
     """The clone's config.yaml: the profile's kept keys plus what the run fixes."""
     cfg: dict[str, Any] = {k: copy.deepcopy(v) for k, v in profile_cfg.items() if k in KEPT_CONFIG_KEYS}
-    prof_model = profile_cfg.get("model") if isinstance(profile_cfg.get("model"), dict) else {}
+    raw_model = profile_cfg.get("model")
+    prof_model: Mapping[str, Any] = raw_model if isinstance(raw_model, dict) else {}
     context_length = prof_model.get("context_length")
     if not isinstance(context_length, int) or isinstance(context_length, bool) or context_length <= 0:
         context_length = DEFAULT_CONTEXT_LENGTH
@@ -562,6 +563,34 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
+def result_from_run(*, exit_code: int | None, timed_out: bool, elapsed: float, stdout: str, stderr: str,
+                    usage: dict[str, Any] | None, state_db: Path, skill: str) -> AgentResult:
+    """The AgentResult of one finished ``hermes -z``: status, answer (stdout),
+    tokens and price from the usage file, transcript from ``state.db``."""
+    answer = stdout.strip()
+    status, error = classify(exit_code=exit_code, timed_out=timed_out, answer=answer, usage=usage,
+                             stderr=stderr)
+    if timed_out:
+        error = f"{error} ({elapsed:.0f}s)"
+    usage = usage or {}
+    transcript = read_transcript(state_db, usage.get("session_id"))
+    cost: float | None = None
+    if usage.get("cost_status") in PRICED_STATUSES and usage.get("estimated_cost_usd") is not None:
+        cost = float(usage["estimated_cost_usd"])  # else run.py applies the ini prices
+    return AgentResult(
+        status=status,
+        answer=answer if status in ("answered", "incomplete") else "",
+        transcript=transcript,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cost_usd=cost,
+        api_calls=int(usage.get("api_calls") or 0),
+        iterations=sum(1 for m in transcript if m.get("role") == "assistant" and m.get("tool_calls")),
+        skill_loaded=skill_was_loaded(transcript, skill),
+        error=error,
+    )
+
+
 def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
     """Run ``hermes -z PROMPT`` with a fresh profile clone, tools in ``sandbox``.
 
@@ -596,7 +625,8 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
             if not link.ok:
                 raise SandboxError(f"hermes runner: cannot link {hh.container_cwd} to /workspace: "
                                    f"{link.stderr.strip()[:300]}")
-        argv = [hermes, "-z", ctx.task.prompt, "--usage-file", str(hh.usage_file),
+        # --oneshot=PROMPT: a prompt starting with "-" must not read as an option.
+        argv = [hermes, f"--oneshot={ctx.task.prompt}", "--usage-file", str(hh.usage_file),
                 "--toolsets", ",".join(TOOLSETS)]
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=hh.workdir, env=hermes_env(hh), stdin=subprocess.DEVNULL,
@@ -608,29 +638,10 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
             timed_out = True
             _kill_group(proc)
             out, err = proc.communicate()
-        elapsed = time.monotonic() - started
-        answer = out.decode("utf-8", errors="replace").strip()
-        stderr = err.decode("utf-8", errors="replace")
-        usage = read_usage(hh.usage_file)
-        status, error = classify(exit_code=proc.returncode, timed_out=timed_out, answer=answer,
-                                 usage=usage, stderr=stderr)
-        transcript = read_transcript(hh.state_db, (usage or {}).get("session_id"))
-        cost: float | None = None
-        if usage and usage.get("cost_status") in PRICED_STATUSES and usage.get("estimated_cost_usd") is not None:
-            cost = float(usage["estimated_cost_usd"])
-        api_calls = int((usage or {}).get("api_calls") or 0)
-        return AgentResult(
-            status=status,
-            answer=answer if status in ("answered", "incomplete") else "",
-            transcript=transcript,
-            input_tokens=int((usage or {}).get("input_tokens") or 0),
-            output_tokens=int((usage or {}).get("output_tokens") or 0),
-            cost_usd=cost,
-            api_calls=api_calls,
-            iterations=sum(1 for m in transcript if m.get("role") == "assistant" and m.get("tool_calls")),
-            skill_loaded=skill_was_loaded(transcript, ctx.suite.skill),
-            error=error if error is None or not timed_out else f"{error} ({elapsed:.0f}s)",
-        )
+        return result_from_run(
+            exit_code=proc.returncode, timed_out=timed_out, elapsed=time.monotonic() - started,
+            stdout=out.decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
+            usage=read_usage(hh.usage_file), state_db=hh.state_db, skill=ctx.suite.skill)
     finally:
         if proc is not None and proc.poll() is None:
             _kill_group(proc)
