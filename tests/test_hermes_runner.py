@@ -207,8 +207,17 @@ def test_labels_are_unique_per_run_and_valid_hermes_profile_names() -> None:
     assert re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", a[hr.LABEL_PROFILE])
 
 
-def test_local_backend_is_refused_with_the_fix() -> None:
+def test_local_backend_is_refused_with_the_fix(tmp_path: Path) -> None:
+    from pytest_skillcourt.sandbox.base import SandboxSpec
+    from tests.sandbox_image import require_bwrap
+
     assert "--skill-court-sandbox docker" in hr.hermes_reason("local")
+    require_bwrap()
+    from pytest_skillcourt.sandbox.local import open_local
+
+    with open_local(SandboxSpec()) as sb:
+        with pytest.raises(hr.HermesUnavailable, match=r"needs the docker sandbox, got 'local'"):
+            hr.run_hermes_agent(make_ctx(tmp_path, None, "with"), sb)
 
 
 @pytest.mark.parametrize("exit_code, timed_out, answer, usage, expected", [
@@ -400,3 +409,27 @@ def test_a_run_past_its_timeout_is_killed_and_cleaned_up(tmp_path: Path, labelle
     assert 15 <= elapsed < 15 + hr.KILL_GRACE_S + 10
     assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
     assert labelled_sandbox.exec("true").ok  # the sandbox itself is run.py's to remove
+
+
+@pytest.mark.hermes
+@pytest.mark.docker
+def test_an_image_without_bash_is_refused_before_hermes_starts(tmp_path: Path, hermes_image: str) -> None:
+    from pytest_skillcourt.sandbox.base import SandboxSpec
+    from pytest_skillcourt.sandbox.docker import open_docker
+    from tests.sandbox_image import ensure_test_image
+
+    busybox = ensure_test_image()
+    with open_docker(SandboxSpec(image=busybox, labels=hr.hermes_sandbox_labels(uuid.uuid4().hex))) as sb:
+        ctx = make_ctx(tmp_path, None, "with")
+        with pytest.raises(hr.HermesUnavailable, match=r"has no bash.*--skill-court-image"):
+            hr.run_hermes_agent(ctx, sb)
+
+
+@pytest.mark.docker
+def test_a_sandbox_without_the_labels_is_a_harness_error(tmp_path: Path, hermes_image: str) -> None:
+    from pytest_skillcourt.sandbox.base import SandboxError, SandboxSpec
+    from pytest_skillcourt.sandbox.docker import open_docker
+
+    with open_docker(SandboxSpec(image=hermes_image)) as sb:
+        with pytest.raises(SandboxError, match=r"lacks the labels.*hermes_sandbox_labels"):
+            hr.run_hermes_agent(make_ctx(tmp_path, None, "with"), sb)

@@ -595,7 +595,8 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
     """Run ``hermes -z PROMPT`` with a fresh profile clone, tools in ``sandbox``.
 
     Raises:
-        HermesUnavailable: not a Docker sandbox, or no ``hermes``/``docker`` CLI.
+        HermesUnavailable: not a Docker sandbox, no ``hermes``/``docker`` CLI, no
+            bash in the image.
         SandboxError: the sandbox lacks the labels of :func:`hermes_sandbox_labels`.
     """
     reason = hermes_reason(getattr(sandbox, "backend", "?"))
@@ -610,6 +611,12 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
             f"({LABEL_AGENT}=1, {LABEL_TASK}={HERMES_TASK}, {LABEL_PROFILE}={PROFILE_PREFIX}...); "
             "the run must create it with SandboxSpec.labels including "
             "hermes_runner.hermes_sandbox_labels(run_id)"
+        )
+    if not sandbox.exec("command -v bash >/dev/null", timeout=30).ok:
+        raise HermesUnavailable(
+            f"hermes runner: image {ctx.image!r} has no bash, and Hermes' Docker backend runs every "
+            "command with `bash -c`. Fix: use an image with bash (e.g. python:3.12-slim) via "
+            "--skill-court-image or the suite's image:"
         )
     hermes = find_hermes()
     assert hermes is not None  # hermes_reason checked it
