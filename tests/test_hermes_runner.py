@@ -329,6 +329,7 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
     with_sys = [r.system for r in first if f"- {SKILL}" in r.system]
     without_sys = [r.system for r in first if f"- {SKILL}" not in r.system]
     assert len(with_sys) == 3 and len(without_sys) == 3
+    assert all(SKILL not in s for s in without_sys)
     assert all("other-tip" in s and "PROFILE-SOUL-MARKER" in s for s in with_sys + without_sys)
     views = [json.loads(r.tool_results()[0]["content"]) for r in requests if turn(r) == 1]
     refused = [v for v in views if not v.get("success")]
