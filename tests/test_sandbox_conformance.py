@@ -22,7 +22,7 @@ from pytest_skillcourt.sandbox import (
 )
 from pytest_skillcourt.sandbox import capture as capture_mod
 from pytest_skillcourt.sandbox.base import TRUNCATION_MARKER
-from pytest_skillcourt.sandbox.capture import CaptureFailed, capture_changed_files
+from pytest_skillcourt.sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
 from tests.sandbox_image import ensure_test_image, require_bwrap, require_docker
 
 BACKENDS = [
@@ -56,12 +56,8 @@ def sb(backend: str) -> Iterator[Sandbox]:
 
 
 def _next_second() -> float:
-    """Sleep into the next whole second and return it: files written before
-    are then strictly older at the one-second resolution capture uses."""
-    now = time.time()
-    target = int(now) + 1
-    time.sleep(target - now + 0.01)
-    return float(target)
+    """``since`` after which earlier files are old (what the pipeline uses)."""
+    return mark_run_start()
 
 
 # -- exec ---------------------------------------------------------------------
@@ -554,3 +550,23 @@ def test_host_watchdog_reports_an_overrun_as_timed_out(
         assert r.timed_out and not r.ok
         assert elapsed < 2.5, elapsed
         assert sandbox.exec("echo alive").stdout == "alive\n"
+
+
+def test_capture_keeps_inputs_out_with_mark_run_start_and_catches_instant_writes(sb: Sandbox) -> None:
+    for _ in range(3):  # different sub-second phases
+        sb.write_files({"/workspace/input.txt": b"input"})
+        since = mark_run_start()
+        assert since - time.time() <= 0.001
+        sb.exec("echo out > out.txt")  # written within milliseconds of `since`
+        got = capture_changed_files(sb, since)
+        assert [p for p, _ in got.files] == ["/workspace/out.txt"]
+        sb.exec("rm -f out.txt")
+        time.sleep(0.37)
+
+
+def test_capture_includes_a_file_written_in_the_same_second_as_since(sb: Sandbox) -> None:
+    # `since` taken right after writing inputs, as a caller without
+    # mark_run_start does: the same-second rule errs toward showing files.
+    since = time.time()
+    sb.exec("echo out > out.txt")
+    assert "/workspace/out.txt" in [p for p, _ in capture_changed_files(sb, since).files]

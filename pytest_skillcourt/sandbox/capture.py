@@ -8,10 +8,13 @@ share, so it runs in the busybox test image and in ``python:3.12-slim``.
 
 Decisions the spec leaves open:
 - Time resolution is whole seconds (busybox ``stat`` has nothing finer), and
-  a file counts when its ctime or mtime second is ``>= floor(since)``:
-  missing a file the run wrote in its first second would be worse than
-  showing an input written in that same second.  ctime catches files whose
-  mtime was preserved (``tar -x``, ``cp -p``, ``mv``, ``touch -d``).
+  a file counts when its ctime or mtime second is ``>= floor(since - 20 ms)``
+  (the margin covers the kernel's coarse file clock): missing a file the run
+  wrote in its first second would be worse than showing an input written in
+  that same second.  ``mark_run_start()`` gives a ``since`` that keeps the
+  task's inputs out exactly (it waits for the next second).  ctime catches
+  files whose mtime was preserved (``tar -x``, ``cp -p``, ``mv``,
+  ``touch -d``).
 - Hidden directories are skipped everywhere (``.git``, ``.cache``,
   ``.venv``, ...).  Hidden *files* are kept (a ``.gitignore`` or ``.env``
   the task asked for is a deliverable) except directly in ``/root``, where
@@ -35,6 +38,7 @@ from __future__ import annotations
 import io
 import math
 import tarfile
+import time
 from dataclasses import dataclass
 
 from pytest_skillcourt.sandbox.base import Sandbox, SandboxError
@@ -122,10 +126,30 @@ class CaptureFailed(Exception):
     says why."""
 
 
+#: File timestamps come from the kernel's coarse clock, which lags
+#: ``time.time()`` by up to one tick (<= 10 ms at HZ=100): a file written just
+#: after ``since`` may carry a time just before it.
+CLOCK_LAG_S = 0.02
+
+
+def mark_run_start() -> float:
+    """Return ``since`` for a run whose task files were just written.
+
+    Waits (at most ~1 s) until the next whole second has begun, so files
+    written before the call are older than ``since`` at the one-second
+    resolution capture works at, and never show up as changed by the run.
+    Call it after writing the task files and before the agent starts.
+    """
+    now = time.time()
+    since = math.floor(now) + 1 + 2 * CLOCK_LAG_S
+    time.sleep(max(0.0, since - now))
+    return since
+
+
 def capture_script(since: float) -> str:
     """The shell script ``capture_changed_files`` runs (exposed for tests)."""
     return _SCRIPT % {
-        "since": math.floor(since),
+        "since": math.floor(since - CLOCK_LAG_S),
         "max_files": MAX_FILES,
         "max_bytes": MAX_FILE_BYTES,
         "stage": _STAGE,
