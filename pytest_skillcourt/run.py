@@ -169,6 +169,10 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     if files:
         sandbox.write_files(files)
     since = time.time()
+    if not ctx.task.check:  # the judge will see changed files: keep the task's own inputs out
+        from .sandbox.capture import mark_run_start
+
+        since = mark_run_start()
     if ctx.settings.agent.value == "hermes":
         from .agent.hermes_runner import run_hermes_agent
 
