@@ -248,9 +248,9 @@ def exact(max_pairs_tables: int = 100_000) -> None:
             best = max(best, (rate, float(p)))
         rows.append([str(n), str(r), str(len(combos)), f"{100 * best[0]:.2f}%", f"{best[1]:g}"])
         print(f"  n={n} r={r}: {100 * best[0]:.2f}% at p={best[1]:g}", file=sys.stderr, flush=True)
-    t = _table(["tasks", "reps", "tables", "exact null rate (max over p)", "worst p"], rows)
-    print(t[0], "\n")
-    print(t[1])
+    tab = _table(["tasks", "reps", "tables", "exact null rate (max over p)", "worst p"], rows)
+    print(tab[0], "\n")
+    print(tab[1])
 
 
 def main(argv: list[str] | None = None) -> None:

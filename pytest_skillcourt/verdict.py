@@ -53,6 +53,10 @@ Token rule (only when success gave no verdict)
     Interval entirely >= margin and mean d <= 0: HURTS by cost; entirely
     <= 1/margin and mean d >= 0: HELPS by cost.  Needs 3 tasks with a ratio.
 
+Hints (NEUTRAL, INCONCLUSIVE, early stop) are computed with the same rule:
+the fewest extra tasks with the same distribution of d (of log ratios for
+tokens) that would give a verdict, or that none up to 200 would.
+
 Degenerate samples (all d equal) have a defined result: the bootstrap part
 is the point ``d`` and the t part is ``d +- h`` (plus the within-task floor),
 so all d = +1 with 1 rep gives HELPS, all d = 0 gives NEUTRAL, and all
@@ -243,7 +247,10 @@ def _summarize(pairs: Sequence[PairOutcome]) -> _Tasks:
     for p in pairs:
         by.setdefault(p.task_id, []).append(p)
     ids = tuple(sorted(by))
-    reps, sw, so, lr = [], [], [], []
+    reps: list[int] = []
+    sw: list[float] = []
+    so: list[float] = []
+    lr: list[float | None] = []
     for t in ids:
         ps = by[t]
         reps.append(len(ps))
@@ -376,20 +383,45 @@ def _success_sign(ev: SuccessEvidence, n: int, confidence: float) -> int:
 # --------------------------------------------------------------------------- the token interval
 
 
-def token_interval(x: Sequence[float], seed: int, confidence: float = 0.95) -> tuple[float, float]:
+def token_interval(x: Sequence[float], seed: int, confidence: float = 0.95,
+                   n: int | None = None) -> tuple[float, float]:
     """Interval of the mean log ratio: hull of the expanded percentile bootstrap
-    (``TOKEN_RESAMPLES`` resamples from ``numpy.random.default_rng(seed)``) and the t interval."""
+    (``TOKEN_RESAMPLES`` resamples from ``numpy.random.default_rng(seed)``) and the t interval.
+
+    ``n``: evaluate for n tasks with the same distribution of ``x`` (the
+    hint's "what if"); default ``len(x)``.
+    """
     import numpy as np
 
     arr = np.asarray(x, dtype=float)
-    n = arr.size
+    k = n or arr.size
     rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, n, size=(TOKEN_RESAMPLES, n))].mean(axis=1)
-    a = expanded_alpha(n, confidence)
+    means = arr[rng.integers(0, arr.size, size=(TOKEN_RESAMPLES, k))].mean(axis=1)
+    a = expanded_alpha(k, confidence)
     b_lo, b_hi = np.quantile(means, [a / 2, 1 - a / 2])
     m = float(arr.mean())
-    half = _t_quantile(n, confidence) * float(arr.std(ddof=1)) / math.sqrt(n)
+    s = math.sqrt(float(arr.var()) * k / (k - 1))  # the sample sd of n tasks distributed like x
+    half = _t_quantile(k, confidence) * s / math.sqrt(k)
     return (min(float(b_lo), m - half), max(float(b_hi), m + half))
+
+
+def _token_hint(x: Sequence[float], seed: int, margin: float, confidence: float) -> str | None:
+    """For a geometric mean ratio beyond the margin whose interval is not: how
+    many more tasks with the same spread of log ratios would decide by cost."""
+    n = len(x)
+    m = sum(x) / n
+    lim = math.log(margin)
+    if -lim < m < lim:
+        return None
+    s = math.sqrt(sum((v - m) ** 2 for v in x) / n)
+    for k in range(1, HINT_MAX_EXTRA + 1):
+        # Cheap t check first; the bootstrap part only where the t part passes.
+        half = _t_quantile(n + k, confidence) * s * math.sqrt((n + k) / (n + k - 1)) / math.sqrt(n + k)
+        if (m - half >= lim or m + half <= -lim):
+            lo, hi = token_interval(x, seed, confidence, n + k)
+            if lo >= lim or hi <= -lim:
+                return f"tokens: {k} more {'task' if k == 1 else 'tasks'} with the same spread would decide by cost"
+    return f"tokens: more than {HINT_MAX_EXTRA} more tasks with the same spread would be needed to decide by cost"
 
 
 # --------------------------------------------------------------------------- early stop
@@ -553,5 +585,9 @@ def decide(pairs: Sequence[PairOutcome], *, token_margin: float = 1.25, confiden
     tok_txt = f", tokens x{ratio:.2f}" if ratio is not None else ""
     line = (f"no clear difference: success {_pct(sw)} vs {_pct(so)}, diff {mean_d:+.2f} "
             f"[{diff_ci[0]:+.2f}, {diff_ci[1]:+.2f}]{tok_txt} ({tasks_txt})")
-    return verdict(VerdictKind.NEUTRAL, "no-difference", line, diff_ci, token_ci,
-                   _success_hint(ev, n, reps_typ, confidence))
+    hint = _success_hint(ev, n, reps_typ, confidence)
+    if len(lrs) >= 2 and ((mean_d <= 0 and sum(lrs) > 0) or (mean_d >= 0 and sum(lrs) < 0)):
+        tok_hint = _token_hint(lrs, seed, token_margin, confidence)
+        if tok_hint:
+            hint = f"{hint}; {tok_hint}"
+    return verdict(VerdictKind.NEUTRAL, "no-difference", line, diff_ci, token_ci, hint)

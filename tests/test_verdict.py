@@ -315,3 +315,19 @@ def test_null_simulation_false_rate_stays_low() -> None:
             if decide(pairs).kind in (VerdictKind.HELPS, VerdictKind.HURTS):
                 false += 1
         assert false / 300 < 0.08, (n, reps, p, false)
+
+
+def test_token_hint_is_computed_and_checked_against_decide() -> None:
+    # 3 tasks with tokens x1.3..x1.9: geometric mean beyond the margin, interval not.
+    ratios = [1.3, 1.9, 1.5]
+    pairs = [P(f"t{i}", 0, True, True, int(1000 * r), 1000) for i, r in enumerate(ratios)]
+    v = decide(pairs)
+    assert v.kind is VerdictKind.NEUTRAL
+    assert v.hint is not None and "tokens: " in v.hint
+    k = int(v.hint.split("tokens: ")[1].split(" ")[0])
+    assert k == 3
+    # Tasks repeating the same ratios (an exact copy of the distribution) at 3 * m tasks:
+    # the first multiple of 3 at or beyond n + k decides, and n + k - 1 (if a multiple) does not.
+    m = -(-(3 + k) // 3)
+    many = [P(f"t{j}-{i}", 0, True, True, int(1000 * r), 1000) for j in range(m) for i, r in enumerate(ratios)]
+    assert decide(many).kind is VerdictKind.HURTS
