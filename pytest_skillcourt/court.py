@@ -171,9 +171,15 @@ class SkillCourt:
                 raise pytest.UsageError(f"--skill-court-judge-model: {err}") from None
         if not self.is_worker:
             try:
-                self.resolve_backend()
+                backend = self.resolve_backend()
             except SandboxUnavailable as err:
                 raise pytest.UsageError(f"skill court: {err}") from None
+            if self.settings.agent.value == "hermes":
+                from .agent.hermes_runner import hermes_reason
+
+                reason = hermes_reason(backend)
+                if reason:
+                    raise pytest.UsageError(f"--skill-court-agent hermes: {reason}")
             from .store import StoreError
 
             try:

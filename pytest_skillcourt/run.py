@@ -130,9 +130,14 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     )
     start = time.monotonic()
     s = ctx.settings
+    labels = {f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id}
+    if s.agent.value == "hermes":
+        from .agent.hermes_runner import hermes_sandbox_labels
+
+        labels.update(hermes_sandbox_labels(run_id))  # Hermes attaches to the container by them
     spec = SandboxSpec(
         image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
-        labels={f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id},
+        labels=labels,
         name_hint=f"{ctx.suite.skill}-{ctx.task.id}-{ctx.arm}"[:60],
     )
     sandbox: Sandbox | None = None

@@ -33,13 +33,27 @@ def write_suite(root: Path, skill: str, tasks: Iterable[dict], **top: object) ->
     return path
 
 
-def ini(base_url: str, *, skills: str = "skills", extra: str = "") -> str:
+def default_sandbox() -> tuple[str, str]:
+    """(backend, image) for end-to-end trials: Docker with the local test image
+    where an engine answers (as the product defaults to), else bubblewrap."""
+    from tests.sandbox_image import docker_available, ensure_test_image
+
+    if docker_available():
+        return "docker", ensure_test_image()
+    return "local", ""
+
+
+def ini(base_url: str, *, skills: str = "skills", extra: str = "", sandbox: str | None = None) -> str:
+    backend, image = default_sandbox() if sandbox is None else (sandbox, "")
+    if backend == "docker" and not image:
+        image = default_sandbox()[1]
     return textwrap.dedent(f"""\
         [pytest]
         skill_court_skills = {skills}
         skill_court_models = custom/test-model
         skill_court_base_url = {base_url}
-        skill_court_sandbox = local
+        skill_court_sandbox = {backend}
+        skill_court_image = {image or "unused"}
         skill_court_timeout = 60
         skill_court_allow_unpriced = true
         """) + extra
