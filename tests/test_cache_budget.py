@@ -25,13 +25,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.court_helpers import ini, junit_properties, sees_skill, task, write_skill, write_suite
+from tests.court_helpers import junit_properties, sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply
 from tests.sandbox_image import require_bwrap
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
 CHECK = 'grep -qx "TOTAL-{n}" "$SKILL_COURT_ANSWER"'
+
+
+def local_ini(base_url: str, *, extra: str = "", allow_unpriced: bool = True) -> str:
+    """pytest.ini for a trial on the local (bubblewrap) sandbox against the test server."""
+    return ("[pytest]\nskill_court_skills = skills\nskill_court_models = custom/test-model\n"
+            f"skill_court_base_url = {base_url}\nskill_court_sandbox = local\n"
+            "skill_court_timeout = 60\n"
+            + ("skill_court_allow_unpriced = true\n" if allow_unpriced else "") + extra)
 
 
 class BwrapCounter:
@@ -119,7 +127,7 @@ def two_suites(pytester: pytest.Pytester, base_url: str, *, extra_ini: str = "",
     for skill, prefix in (("house-format", "h"), ("other-tip", "o")):
         write_suite(pytester.path, skill, [task(f"{prefix}{i}", f"Question {i}: give the total.",
                                                 CHECK.format(n=i)) for i in range(1, n_tasks + 1)])
-    pytester.makefile(".ini", pytest=ini_text if ini_text is not None else ini(base_url, extra=extra_ini))
+    pytester.makefile(".ini", pytest=ini_text if ini_text is not None else local_ini(base_url, extra=extra_ini))
 
 
 def court(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> pytest.RunResult:
@@ -235,7 +243,7 @@ def test_judgments_are_cached_like_runs(pytester: pytest.Pytester, server: LLMSe
     server.set_handler(helps_house_format)
     write_skill(pytester.path / "skills", "house-format", "How we format totals in this team")
     write_suite(pytester.path, "house-format", [task(f"j{i}", f"Question {i}: write a note.") for i in (1, 2, 3)])
-    pytester.makefile(".ini", pytest=ini(server.base_url))
+    pytester.makefile(".ini", pytest=local_ini(server.base_url))
     court(pytester).assert_outcomes(passed=7)
     judge_calls = [r for r in server.requests if not r.tools]
     assert len(judge_calls) == 6  # 3 pairs, both orders
@@ -253,7 +261,7 @@ PRICED = "skill_court_prices =\n    test-model = 1000 1000\n"  # USD per Mtok: 1
 
 
 def priced_ini(base_url: str, extra: str = "") -> str:
-    return ini(base_url, extra=PRICED + extra).replace("skill_court_allow_unpriced = true\n", "")
+    return local_ini(base_url, extra=PRICED + extra, allow_unpriced=False)
 
 
 def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester, server: LLMServer) -> None:
@@ -293,8 +301,7 @@ def test_budget_is_shared_across_xdist_workers(pytester: pytest.Pytester, server
 
 def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(helps_house_format)
-    two_suites(pytester, server.base_url, ini_text=ini(server.base_url).replace(
-        "skill_court_allow_unpriced = true\n", ""))
+    two_suites(pytester, server.base_url, ini_text=local_ini(server.base_url, allow_unpriced=False))
     result = court(pytester, "-rs")
     result.assert_outcomes(passed=3, skipped=11)  # one run, then no price: stop
     result.stdout.fnmatch_lines(["*no price known for custom/test-model*skill_court_prices*"
@@ -306,8 +313,7 @@ def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, s
 def test_provider_reported_cost_is_used(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(lambda r: Reply(content=f"TOTAL-{number(r)}", input_tokens=10, output_tokens=5,
                                        cost=0.002))
-    two_suites(pytester, server.base_url, n_tasks=1, ini_text=ini(server.base_url).replace(
-        "skill_court_allow_unpriced = true\n", ""))
+    two_suites(pytester, server.base_url, n_tasks=1, ini_text=local_ini(server.base_url, allow_unpriced=False))
     court(pytester).assert_outcomes(passed=6)
     props = by_item(pytester)
     assert props["house-format::h1[with]"]["cost_usd"] == "0.002000"
