@@ -81,13 +81,13 @@ def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]
         spec = court.model(label)
         results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget,
                               seed=int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16))
-        for key, judgment in results.items():
-            nodeid, w, wo = meta[key]
+        for job_key, judgment in results.items():
+            nodeid, w, wo = meta[job_key]
             from .run import price
 
             cost, _ = price(s, spec, judgment.input_tokens, judgment.output_tokens, None)
-            store.record_judgment(key, trial=court.trial, with_run=w.run_id, without_run=wo.run_id,
-                                  data=judgment.to_dict(), cost_usd=cost)
+            store.record_judgment(str(job_key), trial=court.trial, with_run=w.run_id,
+                                  without_run=wo.run_id, data=judgment.to_dict(), cost_usd=cost)
             out[(nodeid, w.task_id, w.rep)] = judgment
     return out
 
@@ -126,8 +126,13 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
         emit_report(session, outcome)
     if s.apply:
         from .apply import apply_quarantine
+        from .quarantine import QuarantineFileError
 
-        apply_quarantine(court)
+        try:
+            apply_quarantine(court)
+        except QuarantineFileError as err:  # the file is left as it was; the session fails
+            court.errors.append(f"--skill-court-apply wrote nothing: {err}")
+            session.testsfailed += 1
     if s.json_path:
         from .report.json_report import write_json
 

@@ -247,7 +247,7 @@ def _to_result(resp: Any) -> ChatResult:
         raise ProviderError("reply has no choices", kind="bad_response")
     msg = choices[0].message
     message: dict[str, Any] = {"role": "assistant", "content": msg.content or ""}
-    calls = []
+    calls: list[dict[str, Any]] = []
     for call in msg.tool_calls or []:
         fn = getattr(call, "function", None)
         if fn is None:
