@@ -126,6 +126,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="quarantine file (default .skill-court/quarantine.json under the rootdir)")
     group.addoption("--skill-court-json", dest="skill_court_json", metavar="PATH",
                     help="write machine-readable results to PATH")
+    group.addoption("--skill-court-html", dest="skill_court_html", metavar="PATH",
+                    help="write one self-contained HTML page of the verdicts to PATH")
     group.addoption("--skill-court-no-early-stop", action="store_true", default=False,
                     help="run every task even when the first four show no difference")
     group.addoption("--skill-court-shard", metavar="I/N",
@@ -165,6 +167,7 @@ class Settings:
     apply: bool
     quarantine: Path
     json_path: Path | None
+    html_path: Path | None
     early_stop: bool
     shard: tuple[int, int] | None
     memory_mb: int
@@ -251,6 +254,7 @@ def load_settings(config: pytest.Config) -> Settings:
     keep = config.getoption("skill_court_keep_sandboxes")
     hermes_profile = _value(config, "hermes_profile")
     json_path = config.getoption("skill_court_json")
+    html_path = config.getoption("skill_court_html")
     return Settings(
         rootdir=root,
         skills_dir=path_of(_value(config, "skills"), "skills"),
@@ -276,6 +280,7 @@ def load_settings(config: pytest.Config) -> Settings:
         apply=bool(config.getoption("skill_court_apply")),
         quarantine=path_of(_value(config, "quarantine"), ".skill-court/quarantine.json"),
         json_path=path_of(json_path, "") if json_path else None,
+        html_path=path_of(html_path, "") if html_path else None,
         early_stop=not config.getoption("skill_court_no_early_stop"),
         shard=parse_shard(config.getoption("skill_court_shard")),
         memory_mb=_number(_value(config, "memory"), "memory", 2048, kind=int, minimum=64,

@@ -137,6 +137,10 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
         from .report.json_report import write_json
 
         write_json(court, s.json_path)
+    if s.html_path:
+        from .report.html import write_html
+
+        write_html(court, s.html_path)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         from .report.markdown import append_step_summary
