@@ -280,6 +280,8 @@ class SkillCourt:
                          image_id=self.image_id(image))
         key = cache_key(ctx)
         record: RunRecord | None = None if s.fresh else store.cached_run(key)
+        if record is not None and not self._still_valid(record):
+            record = None  # a skill it read has changed since
         cached = record is not None
         if record is None:
             run_id = f"{self.trial}-{key[:16]}"
@@ -304,6 +306,15 @@ class SkillCourt:
             if record.status == NO_ANSWER:
                 reason = f"left out, not held against the skill: {reason}"
             pytest.skip(f"no outcome: {reason}")
+
+    def _still_valid(self, record: RunRecord) -> bool:
+        """A cached run holds while every skill it read still has the same bytes."""
+        library = self.library()
+        for name, digest in record.loaded_skills.items():
+            skill = library.get(name)
+            if skill is None or skill.hash != digest:
+                return False
+        return True
 
     def _check_budget(self, store: Any) -> None:
         s = self.settings
@@ -358,6 +369,14 @@ class SkillCourt:
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        try:
+            self._judgments_into_junit(config)
+        finally:
+            if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
+                self._store.close()
+                self._store = None
+
+    def _judgments_into_junit(self, config: pytest.Config) -> None:
         """After junitxml wrote its file: add each judged pair's judgment to its two items."""
         xml_path = getattr(config.option, "xmlpath", None)
         if self.is_worker or not xml_path or not self.outcomes:

@@ -45,6 +45,9 @@ class RunRecord:
     priced: bool = False
     api_calls: int = 0
     skill_loaded: bool = False
+    #: skills whose body the run may have read, with their hash at the time
+    #: (the run cache reuses the run only while those hashes hold)
+    loaded_skills: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
     duration_s: float = 0.0
     error: str | None = None

@@ -56,14 +56,18 @@ class RunContext:
 def cache_key(ctx: RunContext) -> str:
     """Everything that can change a run's result (SPEC 11).
 
-    The visible library enters by each visible skill's hash: editing a skill
-    changes the key of every run that can see it (both arms of its own suite
-    except the ``without`` arm, and the ``with`` and ``without`` arms of every
-    other skill's suite), never of runs it is hidden from.
+    The visible library enters by what every run sees of it: each visible
+    skill's name, category and description (the skills index and
+    ``skills_list``).  Skill *bodies* are not in the key: a run records the
+    skills it read (``RunRecord.loaded_skills``, see ``agent/reads.py``) and
+    is reused only while their hashes hold.  So editing a skill's body replays
+    just the runs that read it (typically its own ``with`` arm); editing its
+    description replays every run that can see it; runs it is hidden from
+    (its own ``without`` arm) are never replayed.
     """
     from .agent.prompt import template_hash
 
-    visible = {s.name: s.hash for s in ctx.library.visible(ctx.hidden)}
+    visible = {s.name: [s.category, s.description] for s in ctx.library.visible(ctx.hidden)}
     s = ctx.settings
     parts: dict[str, Any] = {
         "task": ctx.task.content_hash(ctx.suite.setup),
@@ -193,6 +197,10 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     rec.answer, rec.transcript = result.answer, result.transcript
     rec.input_tokens, rec.output_tokens = result.input_tokens, result.output_tokens
     rec.api_calls, rec.skill_loaded, rec.error = result.api_calls, result.skill_loaded, result.error
+    from .agent.reads import skills_read
+
+    hashes = {s.name: s.hash for s in visible}
+    rec.loaded_skills = {name: hashes[name] for name in sorted(skills_read(result.transcript, hashes))}
     rec.cost_usd, rec.priced = price(ctx.settings, ctx.model, result.input_tokens,
                                      result.output_tokens, result.cost_usd)
     status = {"answered": ANSWERED, "incomplete": INCOMPLETE, "timeout": TIMEOUT,
