@@ -68,6 +68,7 @@ _KEYED = [
     ("runs", "run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, status, outcome, "
              "cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data"),
     ("trial_runs", "trial, run_id, skill, model, suite, task_id, arm, rep, cached"),
+    ("causes", "key, trial, created_at, data"),
 ]
 _JUDGMENT_COLS = ("key, trial, with_run, without_run, winner, input_tokens, output_tokens, cost_usd, "
                   "created_at, data")

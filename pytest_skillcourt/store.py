@@ -67,6 +67,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX trial_runs_by_run ON trial_runs(run_id);
     CREATE INDEX judgments_by_runs ON judgments(with_run, without_run);
     """,
+    # v3: causes of HURTS verdicts, cached like judgments (a re-run of an unchanged
+    # library asks no model, not even the cause finder).
+    """
+    CREATE TABLE causes (
+        key TEXT PRIMARY KEY, trial TEXT NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -115,6 +122,13 @@ class Store:
                 "a new one, or pass --skill-court-store PATH") from err
 
     def close(self) -> None:
+        """Fold the WAL into the database file and close: a copied court.db is then whole
+        (CI artifacts for ``skill-court merge`` are often just that one file)."""
+        if not self.readonly:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:  # another process is reading or writing: its close checkpoints
+                pass
         self._db.close()
 
     @contextmanager
@@ -274,6 +288,18 @@ class Store:
                 (key, trial, with_run, without_run, data.get("winner"),
                  int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
                  utcnow(), json.dumps(data, ensure_ascii=False)))
+
+    # -- causes ---------------------------------------------------------------
+
+    def cause(self, key: str) -> dict[str, Any] | None:
+        """A stored cause (``cause.Cause.to_dict()``) for this key, if any."""
+        row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def record_cause(self, key: str, *, trial: str, data: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data) VALUES (?,?,?,?)",
+                       (key, trial, utcnow(), json.dumps(data, ensure_ascii=False)))
 
     # -- verdicts -------------------------------------------------------------
 

@@ -115,8 +115,11 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
     [row] = json.loads(out)["verdicts"]
     assert row["changed"] == "no" and row["from_check"] == 3 and row["cause"] == CAUSE["cause"]
 
-    # A second trial of the same bytes keeps both entries (hand entry never removed by a trial).
+    # A second trial of the same bytes keeps both entries (hand entry never removed by a
+    # trial), and asks no model: runs, and the cause, come from the store.
+    calls = len(server.requests)
     court(pytester).assert_outcomes(passed=13, failed=1)
+    assert len(server.requests) == calls
     assert set(entries(qfile)) == {("other-tip", "*"), ("house-format", "test-model")}
 
     code, out, _ = cli(capsys, "--quarantine", str(qfile), "release", "house-format", "--model", "test-model")
@@ -139,7 +142,9 @@ def test_a_changed_skill_that_no_longer_hurts_lifts_only_the_trial_entry(
     assert cli(capsys, "--quarantine", str(qfile), "quarantine", "house-format", "--model", "other-model")[0] == 0
 
     # The verdict is now about older bytes: report says so.
-    write_skill(pytester.path / "skills", "house-format", "How we format totals in this team",
+    # (The description changes too, so every run that sees the skill replays whatever
+    # the model read: the cache cannot hand back the old HURTS.)
+    write_skill(pytester.path / "skills", "house-format", "How we write totals: TOTAL-<n>",
                 body="Write totals as TOTAL-<n>.")
     code, out, _ = cli(capsys, "report", "--store", str(store), "--skill", "house-format")
     assert code == 0 and "changed since: yes" in out

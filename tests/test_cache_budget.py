@@ -7,11 +7,12 @@ jail's arguments, then runs the real bwrap.  Every local sandbox a run opens
 starts at least one jail (the skills and task files are written through
 one), so the distinct names logged are the sandboxes started.
 
-Cache rule these tests pin down (``run.cache_key``): a run's key holds the
-hash of every skill *visible* to it.  Editing skill X changes the key of
-every run that can see X (every run of other skills' suites, both arms,
-and the ``with`` arm of X's own suite) and of no run X is hidden from (the
-``without`` arm of X's suite), so only those pairs replay.
+Cache rule these tests pin down (``run.cache_key``): a run's key holds what
+it sees of every skill *visible* to it.  Changing what every run sees of
+skill X (its description in the skills index) changes the key of every run
+that can see X (every run of other skills' suites, both arms, and the
+``with`` arm of X's own suite) and of no run X is hidden from (the
+``without`` arm of X's suite), so only those runs replay.
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ def test_editing_one_skill_replays_exactly_the_runs_that_can_see_it(
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url)
     court(pytester).assert_outcomes(passed=14)
-    write_skill(pytester.path / "skills", "other-tip", "A harmless tip about shells",
+    # A new description changes the skills index every run that can see other-tip is shown.
+    write_skill(pytester.path / "skills", "other-tip", "A harmless tip about POSIX shells",
                 body="Prefer printf over echo.")
     counter.reset()
     court(pytester).assert_outcomes(passed=14)
