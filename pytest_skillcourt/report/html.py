@@ -1,0 +1,438 @@
+"""``--skill-court-html PATH``: one self-contained HTML page of a trial (SPEC 13).
+
+Two steps, so the page can be tested without pytest and rendered again later
+from the store:
+
+1. ``court_data(court)`` (or ``store_data(store, trial)``) gathers a
+   JSON-ready dict: the trial's header, each verdict as ``outcome_dict``
+   stores it, and per verdict the tasks with their pairs (both runs, the
+   judgment of a judged pair).
+2. ``render_html(data)`` turns that dict into the page with the jinja2
+   template ``templates/report.html.j2``.
+
+The page loads nothing: no CDN, no web font, no script source, no image
+file.  Plots are inline SVG whose coordinates are computed here
+(``diff_plot``, ``token_plot``).  Collapsing uses ``<details>``; the only
+script opens every block before printing and drives two buttons, and the
+page reads fully without it.  Autoescape is on: answers, judge reasons,
+causes, prompts and errors are untrusted text.
+
+Shape of the data dict (every key optional unless noted)::
+
+    {"version": 1, "trial": str (required), "started_at", "generated_at",
+     "models": [str], "sandbox", "agent", "judge_model", "store",
+     "spend_usd": float, "early_stop_skipped_runs": int, "errors": [str],
+     "quarantine": {"file": str, "set": [{"skill", "model"}], "lifted": [...]},
+     "verdicts": [outcome_dict(...) + {"tasks": [
+        {"task": str, "prompt": str | None, "used": bool, "pairs": [
+           {"rep": int, "source": "check" | "judge" | None, "counted": bool,
+            "with": RUN, "without": RUN, "judgment": Judgment.to_dict() | None}]}]}]}
+
+    RUN = {"run_id", "status", "outcome": "success" | "failure" | "none" | "not judged",
+           "tokens", "input_tokens", "output_tokens", "skill_loaded": bool,
+           "cached": bool, "error", "answer" (cut), "answer_chars": int,
+           "check_exit", "check_output" (cut), "duration_s", "cost_usd"} | None
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from ..court import SkillCourt
+    from ..records import RunRecord
+    from ..store import Store, TrialRun
+
+HTML_DATA_VERSION = 1
+TEMPLATE = "report.html.j2"
+#: Characters of a final answer shown on the page (the rest is counted, not shown).
+ANSWER_CHARS = 500
+CHECK_OUTPUT_CHARS = 300
+PROMPT_CHARS = 600
+
+#: Plot geometry (SVG user units).  Both axes run from PLOT_X0 to PLOT_X1.
+PLOT_W = 420
+PLOT_H = 70
+PLOT_X0 = 24.0
+PLOT_X1 = 396.0
+PLOT_Y = 30.0  # the interval's row
+#: The token axis is symmetric in log scale, [1/R, R] with R in [2, TOKEN_AXIS_MAX].
+TOKEN_AXIS_MIN = 2.0
+TOKEN_AXIS_MAX = 64.0
+TOKEN_MARGIN = 1.25
+#: Labels of ticks closer than this (in user units) to a drawn label are dropped.
+MIN_LABEL_GAP = 26.0
+
+VERDICT_KINDS = ("HELPS", "HURTS", "NEUTRAL", "INCONCLUSIVE")
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def diff_x(value: float) -> float:
+    """x of a success difference on the [-1, 1] axis (clamped)."""
+    v = min(1.0, max(-1.0, float(value)))
+    return PLOT_X0 + (v + 1.0) / 2.0 * (PLOT_X1 - PLOT_X0)
+
+
+def token_axis(token_ci: Sequence[float] | None, ratio: float | None) -> float:
+    """R of the token axis [1/R, R]: the smallest power of 2 (at least TOKEN_AXIS_MIN,
+    at most TOKEN_AXIS_MAX) that holds the interval with a little room."""
+    need = TOKEN_AXIS_MIN
+    for value in [*(token_ci or ()), *([ratio] if ratio else [])]:
+        if value and value > 0 and math.isfinite(value):
+            need = max(need, value * 1.1, 1.1 / value)
+    r = TOKEN_AXIS_MIN
+    while r < need and r < TOKEN_AXIS_MAX:
+        r *= 2
+    return min(r, TOKEN_AXIS_MAX)
+
+
+def token_x(value: float, axis: float) -> float:
+    """x of a token ratio on the log axis [1/axis, axis] (clamped)."""
+    lr = math.log(value) / math.log(axis) if value > 0 else -1.0
+    lr = min(1.0, max(-1.0, lr))
+    return PLOT_X0 + (lr + 1.0) / 2.0 * (PLOT_X1 - PLOT_X0)
+
+
+def _r(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _ticks(ticks: Iterable[tuple[float, str, bool]]) -> list[dict[str, Any]]:
+    """Tick marks with labels; a label too close to one already kept is dropped
+    (``must`` ticks are placed first so the reference values always keep theirs)."""
+    items = sorted(ticks, key=lambda t: not t[2])
+    kept: list[float] = []
+    out = []
+    for x, label, _must in items:
+        show = all(abs(x - k) >= MIN_LABEL_GAP for k in kept)
+        if show:
+            kept.append(x)
+        out.append({"x": _r(x), "label": label if show else ""})
+    return sorted(out, key=lambda t: float(t["x"]))
+
+
+def _ratio_label(x: float) -> str:
+    return f"{x:g}" if x >= 1 else f"1/{1 / x:g}"
+
+
+def diff_plot(diff_ci: Sequence[float] | None, mean_diff: float | None) -> dict[str, Any] | None:
+    """Coordinates of the success-difference plot, or None without an interval."""
+    if diff_ci is None or len(diff_ci) != 2:
+        return None
+    lo, hi = float(diff_ci[0]), float(diff_ci[1])
+    mean = float(mean_diff) if mean_diff is not None else (lo + hi) / 2
+    ticks = _ticks([(diff_x(0.0), "0", True), (diff_x(-1.0), "-1", True), (diff_x(1.0), "+1", True),
+                    (diff_x(-0.5), "-0.5", False), (diff_x(0.5), "+0.5", False)])
+    return {
+        "kind": "diff", "lo": lo, "hi": hi, "mean": mean,
+        "x_lo": _r(diff_x(lo)), "x_hi": _r(diff_x(hi)), "x_mean": _r(diff_x(mean)),
+        "x_ref": _r(diff_x(0.0)), "refs": [], "ticks": ticks,
+        "band": None,
+        "label": f"difference in success with minus without: {mean:+.2f}, "
+                 f"95% interval [{lo:+.2f}, {hi:+.2f}] on an axis from -1 to +1; 0 is no difference",
+        "clip_lo": lo < -1, "clip_hi": hi > 1,
+    }
+
+
+def token_plot(token_ci: Sequence[float] | None, ratio: float | None,
+               margin: float = TOKEN_MARGIN) -> dict[str, Any] | None:
+    """Coordinates of the token-ratio plot (log axis, margin band), or None without an interval."""
+    if token_ci is None or len(token_ci) != 2 or not all(v and v > 0 for v in token_ci):
+        return None
+    lo, hi = float(token_ci[0]), float(token_ci[1])
+    est = float(ratio) if ratio else math.sqrt(lo * hi)
+    axis = token_axis((lo, hi), est)
+    ticks = _ticks([(token_x(1.0, axis), "1", True),
+                    (token_x(1 / margin, axis), f"{1 / margin:g}", True),
+                    (token_x(margin, axis), f"{margin:g}", True),
+                    (token_x(1 / axis, axis), _ratio_label(1 / axis), False),
+                    (token_x(axis, axis), _ratio_label(axis), False)]
+                   + [(token_x(k, axis), _ratio_label(k), False)
+                      for k in (0.5, 2.0, 0.25, 4.0, 0.125, 8.0) if 1 / axis < k < axis])
+    return {
+        "kind": "tokens", "lo": lo, "hi": hi, "mean": est, "axis": axis,
+        "x_lo": _r(token_x(lo, axis)), "x_hi": _r(token_x(hi, axis)), "x_mean": _r(token_x(est, axis)),
+        "x_ref": _r(token_x(1.0, axis)),
+        "refs": [_r(token_x(1 / margin, axis)), _r(token_x(margin, axis))],
+        "band": {"x": _r(token_x(1 / margin, axis)),
+                 "w": _r(token_x(margin, axis) - token_x(1 / margin, axis))},
+        "ticks": ticks,
+        "label": f"token ratio with/without: x{est:.2f}, 95% interval [{lo:.2f}, {hi:.2f}] on a log "
+                 f"axis from {_ratio_label(1 / axis)} to {_ratio_label(axis)}; 1 is equal cost, {1 / margin:g} and "
+                 f"{margin:g} are the margins",
+        "clip_lo": lo < 1 / axis, "clip_hi": hi > axis,
+    }
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _cut(text: str | None, limit: int) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
+def run_entry(rec: "RunRecord", cached: bool, outcome: str | None = None) -> dict[str, Any]:
+    """What the page shows of one run; ``outcome`` overrides the run's own (a judged pair)."""
+    if outcome is None:
+        outcome = ("success" if rec.outcome else "failure") if rec.outcome is not None else (
+            "not judged" if rec.needs_judge else "none")
+    return {
+        "run_id": rec.run_id, "status": rec.status, "outcome": outcome,
+        "tokens": rec.tokens, "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens,
+        "skill_loaded": bool(rec.skill_loaded), "cached": bool(cached), "error": rec.error,
+        "answer": _cut(rec.answer, ANSWER_CHARS), "answer_chars": len(rec.answer or ""),
+        "check_exit": rec.check_exit, "check_output": _cut(rec.check_output, CHECK_OUTPUT_CHARS),
+        "duration_s": round(float(rec.duration_s or 0.0), 2), "cost_usd": rec.cost_usd,
+    }
+
+
+def pair_entry(rep: int, runs: Mapping[str, tuple["RunRecord", bool]],
+               judgment: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One pair as shown: both runs, where the outcome came from, whether it counts.
+
+    Mirrors ``court.pair_outcomes``: a check decides when both runs have an
+    outcome; else the judgment (a tie is success for both, a run that did not
+    complete is a failure whatever the judge said); a pair with an arm
+    lacking an outcome is left out of the evidence."""
+    from ..records import ANSWERED, INCOMPLETE
+
+    w, wo = runs.get("with"), runs.get("without")
+    source: str | None = None
+    outs: dict[str, str | None] = {"with": None, "without": None}
+    if w is not None and wo is not None:
+        wr, wor = w[0], wo[0]
+        if wr.outcome is not None and wor.outcome is not None:
+            source = "check"
+        elif (wr.needs_judge or wor.needs_judge) and judgment is not None:
+            winner = judgment.get("winner")
+            scorable = wr.status in (ANSWERED, INCOMPLETE) and wor.status in (ANSWERED, INCOMPLETE)
+            if winner in ("with", "without", "tie") and scorable:
+                source = "judge"
+                for arm, rec in (("with", wr), ("without", wor)):
+                    won = winner in (arm, "tie")
+                    outs[arm] = "success" if won and rec.status == ANSWERED else "failure"
+            else:
+                outs = {"with": "none", "without": "none"}
+    return {
+        "rep": rep, "source": source, "counted": source is not None,
+        "with": run_entry(w[0], w[1], outs["with"]) if w is not None else None,
+        "without": run_entry(wo[0], wo[1], outs["without"]) if wo is not None else None,
+        "judgment": dict(judgment) if judgment is not None else None,
+    }
+
+
+def task_entries(runs: Sequence["TrialRun"], judgments: Sequence[Mapping[str, Any]],
+                 prompts: Mapping[str, str] | None = None, order: Sequence[str] = (),
+                 used: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Tasks of one verdict with their pairs, in suite order (``order``), then by id.
+
+    ``used``: the tasks the verdict was made from (early stop uses only the
+    first four); None means every task."""
+    prompts = prompts or {}
+    used_set = set(used) if used is not None else None
+    by_task: dict[str, dict[int, dict[str, tuple[Any, bool]]]] = {}
+    for tr in runs:
+        rec = tr.record
+        by_task.setdefault(rec.task_id, {}).setdefault(int(rec.rep), {})[rec.arm] = (rec, tr.cached)
+    judged = {(str(j.get("task")), int(j.get("rep", 0))): j for j in judgments}
+    rank = {t: i for i, t in enumerate(order)}
+    out = []
+    for task_id in sorted(by_task, key=lambda t: (rank.get(t, len(rank)), t)):
+        reps = by_task[task_id]
+        pairs = [pair_entry(rep, reps[rep], judged.get((task_id, rep))) for rep in sorted(reps)]
+        prompt = prompts.get(task_id)
+        out.append({"task": task_id, "prompt": _cut(prompt, PROMPT_CHARS) if prompt else None,
+                    "used": used_set is None or task_id in used_set, "pairs": pairs})
+    return out
+
+
+def _used_tasks(verdict: Mapping[str, Any], first_tasks: Sequence[str]) -> list[str] | None:
+    v = verdict.get("verdict") or {}
+    if v.get("basis") == "early-stop" and first_tasks:
+        return list(first_tasks)
+    return None
+
+
+def court_data(court: "SkillCourt") -> dict[str, Any]:
+    """The data dict of this session's verdicts (controller, after the verdicts)."""
+    from ..verdicts import outcome_dict
+
+    s = court.settings
+    store = court.store()
+    info = store.trial_info(court.trial) or {}
+    verdicts = []
+    for o in court.outcomes:
+        entry = outcome_dict(o)
+        runs = store.trial_runs(court.trial, suite=o.target.suite_rel, model=o.target.model)
+        try:
+            suite = court.suite(o.target.suite_rel)
+            prompts = {t.id: t.prompt for t in suite.tasks}
+            order = [t.id for t in suite.tasks]
+        except Exception:  # the page still shows the runs without the prompts
+            prompts, order = {}, []
+        entry["tasks"] = task_entries(runs, o.judgments, prompts, order,
+                                      _used_tasks(entry, o.target.first_tasks))
+        verdicts.append(entry)
+    changed, lifted = court.quarantine_changes
+    return {
+        "version": HTML_DATA_VERSION, "trial": court.trial,
+        "started_at": info.get("started_at"), "generated_at": _now(),
+        "models": list(s.models), "sandbox": court.backend,
+        "agent": getattr(s.agent, "value", str(s.agent)),
+        "judge_model": s.judge_model, "store": court.rel(s.store),
+        "spend_usd": round(store.spend(court.trial), 6),
+        "early_stop_skipped_runs": court.early_skipped,
+        "errors": list(court.errors),
+        "quarantine": {"file": court.rel(s.quarantine),
+                       "set": [{"skill": e.skill, "model": e.model} for e in changed],
+                       "lifted": [{"skill": e.skill, "model": e.model} for e in lifted]},
+        "verdicts": verdicts,
+    }
+
+
+def store_data(store: "Store", trial: str, prompts: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """The data dict of a past session ``trial``, read back from the store.
+
+    ``prompts`` maps suite path to {task id: prompt} when the suites are at
+    hand; without it the page shows the runs without their prompts.
+
+    Raises:
+        KeyError: the store holds no session ``trial``.
+    """
+    info = store.trial_info(trial)
+    if info is None:
+        raise KeyError(f"no session {trial!r} in {store.path}: `skill-court report` lists the stored ones")
+    verdicts = []
+    models: list[str] = []
+    for row in store.trial_verdicts(trial):
+        entry = dict(row["data"])
+        if row["model"] not in models:
+            models.append(str(row["model"]))
+        runs = store.trial_runs(trial, suite=row["suite"], model=row["model"])
+        entry["tasks"] = task_entries(runs, entry.get("judgments") or [],
+                                      (prompts or {}).get(row["suite"]), entry.get("first_tasks") or [],
+                                      _used_tasks(entry, entry.get("first_tasks") or []))
+        verdicts.append(entry)
+    backends = {tr.record.backend for tr in store.trial_runs(trial) if tr.record.backend}
+    return {
+        "version": HTML_DATA_VERSION, "trial": trial, "started_at": info.get("started_at"),
+        "generated_at": _now(), "models": models,
+        "sandbox": ", ".join(sorted(backends)) or None,
+        "store": str(store.path), "spend_usd": round(store.spend(trial), 6),
+        "errors": [], "verdicts": verdicts,
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _given(x: Any) -> Any:
+    """``x``, or None when the data dict left it out (jinja2 hands filters an Undefined)."""
+    import jinja2
+
+    return None if x is None or isinstance(x, jinja2.Undefined) else x
+
+
+def _pct(x: Any) -> str:
+    x = _given(x)
+    return "-" if x is None else f"{100 * float(x):.0f}%"
+
+
+def _interval(ci: Any, fmt: str = "{:+.2f}") -> str:
+    ci = _given(ci)
+    if not ci or len(ci) != 2 or ci[0] is None:
+        return "-"
+    return f"[{fmt.format(float(ci[0]))}, {fmt.format(float(ci[1]))}]"
+
+
+def _pct_interval(ci: Any) -> str:
+    ci = _given(ci)
+    if not ci or len(ci) != 2:
+        return "-"
+    return f"{100 * float(ci[0]):.0f}–{100 * float(ci[1]):.0f}%"
+
+
+def _money(x: Any) -> str:
+    x = _given(x)
+    return "-" if x is None else f"${float(x):.4f}"
+
+
+def _verdict_label(v: Mapping[str, Any]) -> str:
+    kind = str(v.get("kind", "?"))
+    basis = v.get("basis")
+    if basis == "tokens":
+        return f"{kind} (cost)"
+    if basis == "early-stop":
+        return f"{kind} (early stop)"
+    return kind
+
+
+def judge_calls(judgment: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """The judge's two calls of a pair: which arm was A, what it picked (as an arm), why."""
+    if not judgment:
+        return []
+    order = list(judgment.get("order") or [])
+    picks = list(judgment.get("picks") or [])
+    reasons = list(judgment.get("reasons") or [])
+    out = []
+    for i in range(max(len(order), len(picks), len(reasons))):
+        a = order[i] if i < len(order) else ""
+        b = {"with": "without", "without": "with"}.get(a, "")
+        pick = picks[i] if i < len(picks) else ""
+        arm = {"A": a, "B": b, "tie": "tie"}.get(pick or "", "no pick")
+        out.append({"a": a, "b": b, "pick": pick or "-", "arm": arm,
+                    "reason": reasons[i] if i < len(reasons) else ""})
+    return out
+
+
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent.parent / "templates")),
+        autoescape=True,  # every string from runs, answers, reasons and causes is untrusted
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.ChainableUndefined,
+    )
+    env.filters.update(pct=_pct, interval=_interval, pct_interval=_pct_interval, money=_money,
+                       verdict_label=_verdict_label)
+    env.globals.update(diff_plot=diff_plot, token_plot=token_plot, judge_calls=judge_calls, PLOT_W=PLOT_W, PLOT_H=PLOT_H,
+                       PLOT_X0=PLOT_X0, PLOT_X1=PLOT_X1, PLOT_Y=PLOT_Y, ANSWER_CHARS=ANSWER_CHARS)
+    return env
+
+
+def render_html(data: Mapping[str, Any]) -> str:
+    """The self-contained page of a data dict (see the module docstring).
+
+    Raises:
+        ValueError: ``data`` has no ``trial`` or its ``verdicts`` is not a list.
+    """
+    if not data.get("trial"):
+        raise ValueError(f"html report data: expected a 'trial' id, got keys {sorted(data)}")
+    verdicts = data.get("verdicts") or []
+    if not isinstance(verdicts, list):
+        raise ValueError(f"html report data: 'verdicts' must be a list, got {type(verdicts).__name__}")
+    counts = {k: 0 for k in VERDICT_KINDS}
+    for entry in verdicts:
+        kind = (entry.get("verdict") or {}).get("kind")
+        if kind in counts:
+            counts[kind] += 1
+    template = _environment().get_template(TEMPLATE)
+    return template.render(data=data, verdicts=verdicts, counts=counts)
+
+
+def write_html(court: "SkillCourt", path: Path) -> None:
+    """Write the page of this session's verdicts to ``path`` (atomically)."""
+    from .json_report import write_atomic
+
+    write_atomic(Path(path), render_html(court_data(court)))
+    court.files_written.append(("html report", Path(path)))
