@@ -123,7 +123,7 @@ def _first_tasks(source: dict[str, Any], info: dict[str, Any] | None, warnings: 
     return tuple(first) if len(first) == EARLY_STOP_TASKS else None
 
 
-def recompute(store: Store, source: dict[str, Any], warnings: list[str]) -> tuple[Any, dict[str, Any]]:
+def recompute(store: Store, source: dict[str, Any], warnings: list[str]) -> tuple[Any, list[dict[str, Any]]]:
     """Decide the verdict of ``source``'s (suite, model) again from its session's recorded runs.
 
     Returns (Verdict, judgments used as dicts)."""

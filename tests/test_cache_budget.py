@@ -158,7 +158,7 @@ VERDICT_FIELDS = ("verdict", "basis", "line", "tasks", "pairs", "success_with", 
 
 
 def verdicts(props: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    return {k: {f: v.get(f) for f in VERDICT_FIELDS} for k, v in props.items() if "verdict[" in k}
+    return {k: {f: v.get(f, "") for f in VERDICT_FIELDS} for k, v in props.items() if "verdict[" in k}
 
 
 def test_rerun_of_unchanged_library_makes_no_call_and_starts_no_sandbox(

@@ -1,0 +1,119 @@
+"""Run cache benchmark (SPEC 11): a re-run of an unchanged library costs next to nothing.
+
+    python bench/cache_bench.py [--skills 50] [--tasks 3] [--workers 2]
+
+Builds a library of N skills, each with a suite of T checked tasks, in a
+temporary folder, starts the local test server (tests/llm_server.py) and runs
+``pytest --skill-court`` twice with the same command (``-n W`` when W > 1,
+local bubblewrap sandboxes): a first run that fills the store and a re-run on
+the unchanged library.  For each it reports wall time, model calls (counted
+by the server) and sandboxes started (counted from outside by a ``bwrap``
+wrapper first on PATH, see ``tests/test_cache_budget.BwrapCounter``), and
+whether the verdicts are the same.  Goal: the re-run makes zero model calls,
+starts zero sandboxes and takes at most 10% of the first run's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.court_helpers import sees_skill, task, write_skill, write_suite  # noqa: E402
+from tests.llm_server import LLMServer, RecordedRequest, Reply  # noqa: E402
+from tests.test_cache_budget import BwrapCounter, local_ini  # noqa: E402
+
+
+def model(request: RecordedRequest) -> Reply:
+    """Every third skill helps: right answers only when it is listed; others change nothing."""
+    prompt = next(str(m["content"]) for m in request.messages if m.get("role") == "user")
+    skill, n = prompt.split(" asks ", 1)[0], prompt.split("Question ", 1)[1].split(":", 1)[0]
+    index = int(skill.rsplit("-", 1)[1])
+    right = sees_skill(request, skill) if index % 3 == 0 else True
+    return Reply(content=f"TOTAL-{n}" if right else f"total {n}00", input_tokens=100, output_tokens=20)
+
+
+def build(root: Path, base_url: str, skills: int, tasks: int) -> None:
+    for i in range(skills):
+        name = f"skill-{i:03d}"
+        write_skill(root / "skills", name, f"Tip number {i} for totals")
+        write_suite(root, name, [task(f"t{j}", f"{name} asks Question {j}: give the total.",
+                                      f'grep -qx "TOTAL-{j}" "$SKILL_COURT_ANSWER"')
+                                 for j in range(1, tasks + 1)])
+    (root / "pytest.ini").write_text(local_ini(base_url))
+
+
+def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, label: str) -> dict:
+    counter.reset()
+    calls = len(server.requests)
+    argv = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
+            "--skill-court-fail-on", "never", "--skill-court-json", f"{label}.json"]
+    if workers > 1:
+        argv += ["-n", str(workers)]
+    env = {**os.environ, "PATH": counter.path_env, "PYTHONPATH": str(ROOT)}
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.exit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    report = json.loads((root / f"{label}.json").read_text())
+    return {"wall_s": wall, "model_calls": len(server.requests) - calls,
+            "sandboxes": counter.sandboxes(), "jails": counter.jails(), "report": report}
+
+
+def verdict_kinds(report: dict) -> dict[str, str]:
+    out = {}
+    for v in report.get("verdicts", []):
+        out[f"{v['skill']}/{v['model']}"] = v["verdict"]["kind"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skills", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2, help="xdist workers for both runs (1 = no -n)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="skillcourt-cache-bench-"))
+    counter = BwrapCounter()
+    try:
+        with LLMServer(model) as server:
+            build(root, server.base_url, args.skills, args.tasks)
+            first = session(root, args.workers, counter, server, "first")
+            second = session(root, args.workers, counter, server, "second")
+    finally:
+        counter.remove()
+        shutil.rmtree(root, ignore_errors=True)
+    runs = args.skills * args.tasks * 2
+    same = verdict_kinds(first["report"]) == verdict_kinds(second["report"])
+    ratio = second["wall_s"] / first["wall_s"]
+    n = f"-n {args.workers}" if args.workers > 1 else "no -n"
+    rows = [("run", "wall s", "model calls", "sandboxes", "bwrap jails"),
+            ("first", f"{first['wall_s']:.1f}", str(first["model_calls"]), str(first["sandboxes"]), str(first["jails"])),
+            ("re-run", f"{second['wall_s']:.1f}", str(second["model_calls"]), str(second["sandboxes"]), str(second["jails"]))]
+    print(f"{args.skills} skills x {args.tasks} checked tasks = {runs} runs, local sandbox, {n}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print(f"re-run / first = {100 * ratio:.1f}% (goal <= 10%); same verdicts: {same}; "
+          f"verdicts: {sorted(set(verdict_kinds(first['report']).values()))}")
+    print()
+    print("| run | wall s | model calls | sandboxes |")
+    print("|---|---|---|---|")
+    for r in rows[1:]:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |")
+    ok = second["model_calls"] == 0 and second["sandboxes"] == 0 and same and ratio <= 0.10
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
