@@ -167,13 +167,13 @@ class Settings:
     apply: bool
     quarantine: Path
     json_path: Path | None
-    html_path: Path | None
     early_stop: bool
     shard: tuple[int, int] | None
     memory_mb: int
     pids: int
     cpus: float
     max_iterations: int = DEFAULT_MAX_ITERATIONS
+    html_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
