@@ -2,7 +2,8 @@
 # Set up everything the test suite needs on a fresh Debian/Ubuntu machine, then run it.
 #   bash tests/run_all.sh [extra pytest args]
 # Installs (as root, or with sudo): docker.io, bubblewrap, busybox-static (the
-# rootfs of the local test image: no registry is needed); starts dockerd when
+# rootfs of the local test image: no registry is needed), chromium (renders
+# the HTML report headless); starts dockerd when
 # no engine answers; installs this package with its test extras and hermes-agent.
 # In CI (CI=true) Docker, bubblewrap and Hermes tests must run: they fail
 # instead of skipping when their dependency is missing.
@@ -14,6 +15,7 @@ SUDO=""
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx timeout && ldd /bin/busybox 2>&1 | grep -q "not a dynamic" || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]}"
@@ -32,7 +34,8 @@ echo "== installing pytest-skillcourt with its test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,hermes]'
 
 if [ "${CI:-}" = "true" ]; then
-  export SKILL_COURT_REQUIRE_DOCKER=1 SKILL_COURT_REQUIRE_BWRAP=1 SKILL_COURT_REQUIRE_HERMES=1
+  export SKILL_COURT_REQUIRE_DOCKER=1 SKILL_COURT_REQUIRE_BWRAP=1 SKILL_COURT_REQUIRE_HERMES=1 \
+         SKILL_COURT_REQUIRE_CHROMIUM=1
 fi
 echo "== running the tests"
 exec python3 -m pytest -p no:cacheprovider "$@"
