@@ -52,12 +52,13 @@ import os
 import re
 import sqlite3
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import yaml
+
+from pytest_skillcourt.atomic import write_atomic
 
 __all__ = [
     "MinedTask",
@@ -509,23 +510,6 @@ def _load_existing(path: Path, skill: str) -> tuple[dict, list[dict], set[str], 
     return data, tasks, seen, foreign
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def write_suite(
     skill: str, tasks: Sequence[MinedTask], out_dir: Path, *, max_tasks: int = 20, source: str = "state.db"
 ) -> SuiteWrite:
@@ -590,8 +574,8 @@ def write_suite(
     backup = None
     if path.exists() and foreign:
         backup = path.with_name(path.name + ".bak")
-        _atomic_write(backup, path.read_text(encoding="utf-8"))
-    _atomic_write(path, HEADER.format(source=source, skill=skill) + seen_lines + body)
+        write_atomic(backup, path.read_text(encoding="utf-8"))
+    write_atomic(path, HEADER.format(source=source, skill=skill) + seen_lines + body)
     return SuiteWrite(skill, path, len(tasks), len(new_entries), len(data["tasks"]), backup)
 
 

@@ -45,11 +45,12 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
+
+from pytest_skillcourt.atomic import write_atomic
 
 #: The newest file format this code reads and writes.
 SUPPORTED_VERSION = 1
@@ -317,29 +318,7 @@ def _write_document(path: Path, doc: _Document) -> None:
     data: dict[str, Any] = {"version": SUPPORTED_VERSION, "entries": [e.to_dict() for e in doc.entries]}
     for key, value in doc.extra.items():
         data.setdefault(key, value)
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # The rename itself must survive a crash too.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def apply_trial(

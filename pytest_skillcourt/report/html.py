@@ -432,7 +432,7 @@ def render_html(data: Mapping[str, Any]) -> str:
 
 def write_html(court: "SkillCourt", path: Path) -> None:
     """Write the page of this session's verdicts to ``path`` (atomically)."""
-    from .json_report import write_atomic
+    from ..atomic import write_atomic
 
     write_atomic(Path(path), render_html(court_data(court)))
     court.files_written.append(("html report", Path(path)))

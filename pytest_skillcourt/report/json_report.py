@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..atomic import write_atomic
 
 if TYPE_CHECKING:
     from ..court import SkillCourt
@@ -25,19 +25,6 @@ def results(court: "SkillCourt") -> dict[str, Any]:
         "early_stop_skipped_runs": court.early_skipped,
         "verdicts": [outcome_dict(o) for o in court.outcomes],
     }
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(court: "SkillCourt", path: Path) -> None:

@@ -10,8 +10,6 @@ atomically; a file that cannot be read is left alone.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -43,12 +41,11 @@ def add_pair_properties(xml_path: Path, props: Mapping[tuple[str, str], list[tup
                 holder.remove(old)
             ET.SubElement(holder, "property", {"name": key, "value": str(value)})
         matched += 1
-    fd, tmp = tempfile.mkstemp(dir=Path(xml_path).parent, prefix=".junit.", suffix=".tmp")
-    os.close(fd)
-    try:
-        tree.write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, xml_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    import io
+
+    from ..atomic import write_atomic
+
+    buffer = io.BytesIO()
+    tree.write(buffer, encoding="utf-8", xml_declaration=True)
+    write_atomic(Path(xml_path), buffer.getvalue())
     return matched
