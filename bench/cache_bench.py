@@ -1,6 +1,6 @@
 """Run cache benchmark (SPEC 11): a re-run of an unchanged library costs next to nothing.
 
-    python bench/cache_bench.py [--skills 50] [--tasks 3] [--workers 2]
+    python bench/cache_bench.py [--skills 50] [--tasks 3] [--workers 1]
 
 Builds a library of N skills, each with a suite of T checked tasks, in a
 temporary folder, starts the local test server (tests/llm_server.py) and runs
@@ -81,7 +81,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skills", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2, help="xdist workers for both runs (1 = no -n)")
+    # Default no -n: a re-run is a few seconds of fixed start-up (pytest, plugins, scipy),
+    # and with -n 2 each xdist worker pays that start-up again (measured: 7 s of 57 s).
+    parser.add_argument("--workers", type=int, default=1, help="xdist workers for both runs (1 = no -n)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="skillcourt-cache-bench-"))
     counter = BwrapCounter()

@@ -278,7 +278,8 @@ def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester,
     costs = [float(props[k]["cost_usd"]) for k in ran]
     assert sum(costs[:-1]) < 0.5 <= sum(costs), costs
     assert len(ran) + len(skipped) == 12 and skipped
-    result.stdout.fnmatch_lines(["*budget reached: $0.* of $0.50 spent in this session*"])
+    result.stdout.fnmatch_lines(["*house-format*$0.6000*", "*other-tip*$0.0000*",
+                                 "*budget reached: $0.* of $0.50 spent in this session*"])
     assert len(ran) == 5 and props["house-format::h1[with]"]["cost_usd"] == "0.120000"
     assert props["house-format::h1[without]"]["cost_usd"] == "0.120000"
     spend = float(props["house-format::verdict[test-model]"]["spend_usd"])
