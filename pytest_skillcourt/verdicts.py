@@ -199,9 +199,20 @@ def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs:
         skill_md = skill.skill_md.read_text(encoding="utf-8")
     except OSError:
         return None
-    return find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
-                      skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
-                      budget=court.judge_budget())
+    from .cause import CAUSE_PROMPT_VERSION, Cause
+
+    # Cached like judgments: same runs, judge and SKILL.md bytes give the same question.
+    key = hashlib.sha256(json.dumps([w.cache_key, wo.cache_key, judge.label, judge.base_url,
+                                     skill.hash, CAUSE_PROMPT_VERSION]).encode()).hexdigest()
+    stored = None if court.settings.fresh else court.store().cause(key)
+    if stored is not None:
+        return Cause.from_dict(stored)
+    cause = find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
+                       skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
+                       budget=court.judge_budget())
+    if cause is not None:
+        court.store().record_cause(key, trial=court.trial, data=cause.to_dict())
+    return cause
 
 
 def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
