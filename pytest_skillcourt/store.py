@@ -74,6 +74,19 @@ MIGRATIONS: list[str] = [
         key TEXT PRIMARY KEY, trial TEXT NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
     );
     """,
+    # v4: appeals (SPEC 15): a revised SKILL.md, its trial and the decision.  The
+    # original bytes are kept whole so `appeal undo` can write them back exactly.
+    """
+    CREATE TABLE appeals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, skill TEXT NOT NULL, model TEXT NOT NULL,
+        verdict_id INTEGER NOT NULL, verdict_trial TEXT NOT NULL, skill_md TEXT NOT NULL,
+        original_sha256 TEXT NOT NULL, original BLOB NOT NULL, draft_sha256 TEXT NOT NULL,
+        draft BLOB NOT NULL, diff TEXT NOT NULL, decision TEXT NOT NULL, reason TEXT NOT NULL,
+        draft_trial TEXT, draft_verdict TEXT, status TEXT NOT NULL, created_at TEXT NOT NULL,
+        applied_at TEXT, undone_at TEXT, data TEXT NOT NULL
+    );
+    CREATE INDEX appeals_by_skill ON appeals(skill, model, id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -347,3 +360,71 @@ class Store:
             db.execute("INSERT INTO quarantine_history(at, action, skill, model, trial, data) "
                        "VALUES (?,?,?,?,?,?)",
                        (utcnow(), action, skill, model, trial, json.dumps(data, ensure_ascii=False)))
+
+    # -- appeals (SPEC 15) ----------------------------------------------------
+
+    def skill_verdicts(self, skill: str) -> list[dict[str, Any]]:
+        """Every verdict on ``skill`` (any model), newest first."""
+        return self._verdict_rows("WHERE v.skill = ? ORDER BY v.id DESC", (skill,))
+
+    def appeal_trials(self) -> set[str]:
+        """The sessions that tried appeal drafts (their verdicts are about drafts, not the library)."""
+        rows = self._db.execute("SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL")
+        return {r[0] for r in rows}
+
+    def record_appeal(self, *, skill: str, model: str, verdict_id: int, verdict_trial: str,
+                      skill_md: str, original: bytes, draft: bytes, diff: str, decision: str,
+                      reason: str, draft_trial: str | None, draft_verdict: str | None,
+                      data: dict[str, Any]) -> int:
+        """Store one appeal; returns its id."""
+        import hashlib
+
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO appeals(skill, model, verdict_id, verdict_trial, skill_md, "
+                "original_sha256, original, draft_sha256, draft, diff, decision, reason, "
+                "draft_trial, draft_verdict, status, created_at, data) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (skill, model, verdict_id, verdict_trial, skill_md,
+                 hashlib.sha256(original).hexdigest(), original, hashlib.sha256(draft).hexdigest(),
+                 draft, diff, decision, reason, draft_trial, draft_verdict, "new", utcnow(),
+                 json.dumps(data, ensure_ascii=False)))
+            return int(cur.lastrowid or 0)
+
+    _APPEAL_COLS = ("id", "skill", "model", "verdict_id", "verdict_trial", "skill_md",
+                    "original_sha256", "original", "draft_sha256", "draft", "diff", "decision",
+                    "reason", "draft_trial", "draft_verdict", "status", "created_at", "applied_at",
+                    "undone_at", "data")
+
+    def _appeal_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        rows = self._db.execute(f"SELECT {', '.join(self._APPEAL_COLS)} FROM appeals {tail}", params)
+        out = []
+        for row in rows:
+            item = dict(zip(self._APPEAL_COLS, row))
+            item["original"] = bytes(item["original"])
+            item["draft"] = bytes(item["draft"])
+            item["data"] = json.loads(item["data"])
+            out.append(item)
+        return out
+
+    def appeal(self, appeal_id: int) -> dict[str, Any] | None:
+        """The appeal with this id (bytes as ``bytes``, ``data`` decoded), or None."""
+        rows = self._appeal_rows("WHERE id = ?", (appeal_id,))
+        return rows[0] if rows else None
+
+    def skill_appeals(self, skill: str) -> list[dict[str, Any]]:
+        """Every appeal of ``skill`` (any model), newest first."""
+        return self._appeal_rows("WHERE skill = ? ORDER BY id DESC", (skill,))
+
+    def set_appeal_status(self, appeal_id: int, status: str, *,
+                          data: dict[str, Any] | None = None) -> None:
+        """Mark an appeal ``applied`` or ``undone`` (with the time), optionally replacing its data."""
+        column = {"applied": "applied_at", "undone": "undone_at"}.get(status)
+        if column is None:
+            raise ValueError(f"appeal status: expected 'applied' or 'undone', got {status!r}")
+        with self._write() as db:
+            db.execute(f"UPDATE appeals SET status = ?, {column} = ? WHERE id = ?",
+                       (status, utcnow(), appeal_id))
+            if data is not None:
+                db.execute("UPDATE appeals SET data = ? WHERE id = ?",
+                           (json.dumps(data, ensure_ascii=False), appeal_id))
