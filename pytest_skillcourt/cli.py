@@ -424,6 +424,179 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     mine.add_parser(tasks, parents=[common])
 
 
+# -- appeal ------------------------------------------------------------------------
+
+APPEAL_ACTIONS = ("show", "apply", "undo")
+
+
+class _AppealParser(argparse.ArgumentParser):
+    """Keeps what follows ``--`` for pytest (argparse would take it for more positionals)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        tail: list[str] = []
+        if "--" in args:
+            cut = args.index("--")
+            args, tail = args[:cut], args[cut + 1:]
+        parsed, extras = super().parse_known_args(args, namespace)
+        parsed.pytest_tail = tail
+        return parsed, extras
+
+
+def _appeal_quarantine(args: argparse.Namespace, rootdir: str | None) -> Path:
+    """``--quarantine``, else $SKILL_COURT_QUARANTINE, else the one under the trial's rootdir."""
+    if getattr(args, "quarantine", None) or os.environ.get(ENV_VAR, "").strip() or not rootdir:
+        return quarantine_path(args)
+    return default_path(Path(rootdir))
+
+
+def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
+    def confirm(diff: str) -> bool:
+        _out(diff.rstrip("\n"))
+        if args.yes:
+            return True
+        if not sys.stdin.isatty():
+            raise ValueError("no terminal to ask for confirmation; pass --yes to apply without asking")
+        answer = input("Write this draft over the live SKILL.md? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return confirm
+
+
+def cmd_appeal(args: argparse.Namespace) -> int:
+    """Appeal a HURTS verdict with a revised SKILL.md; or show, apply or undo an appeal."""
+    from pytest_skillcourt import appeal as ap
+    from pytest_skillcourt.store import Store
+
+    words = list(args.words)
+    action = words.pop(0) if len(words) == 2 and words[0] in APPEAL_ACTIONS else None
+    if len(words) != 1:
+        _err(f"{_prog(args)} appeal: expected SKILL or show|apply|undo SKILL, got {' '.join(args.words)!r}")
+        return EXIT_USAGE
+    skill = words[0]
+    if action is None and args.appeal is not None:
+        _err(f"{_prog(args)} appeal: --appeal ID goes with show, apply or undo")
+        return EXIT_USAGE
+    path = _store_path(args)
+    if not path.exists():
+        _err(f"{_prog(args)}: no store at {path}: run pytest --skill-court first or pass --store PATH")
+        return EXIT_USAGE
+    store = Store(path)
+    try:
+        if action is None:
+            return _appeal_make(args, store, skill)
+        found = ap.select_appeal(store, skill, args.model, args.appeal)
+        if action == "show":
+            for line in ap.describe(found):
+                _out(line)
+            _out()
+            _out(found["diff"].rstrip("\n"))
+            return EXIT_OK
+        rootdir = found["data"].get("rootdir")
+        if action == "apply":
+            qfile = _appeal_quarantine(args, rootdir)
+            lifted = ap.apply_appeal(store, found, quarantine=qfile, confirm=_confirm(args))
+            _out(f"Applied appeal {found['id']}: {found['skill_md']} now holds the draft.")
+            for entry in lifted:
+                _out(f"Lifted the quarantine of {entry.skill} for model {entry.model} (set by trial) in {qfile}.")
+            if not lifted:
+                _out(f"No quarantine entry set by a trial hid it from {found['model']} in {qfile}.")
+            _out(f"Undo: {_prog(args)} appeal undo {shlex.quote(skill)} --model {shlex.quote(args.model)} "
+                 f"--appeal {found['id']}")
+            return EXIT_OK
+        qfile = Path(args.quarantine).expanduser() if getattr(args, "quarantine", None) else Path(
+            found["data"].get("quarantine") or _appeal_quarantine(args, rootdir))
+        back = ap.undo_appeal(store, found, quarantine=qfile)
+        _out(f"Undid appeal {found['id']}: {found['skill_md']} holds the original bytes again.")
+        for entry in back:
+            _out(f"Quarantined {entry.skill} for model {entry.model} again in {qfile}.")
+        return EXIT_OK
+    except ap.AppealError as exc:
+        _err(f"{_prog(args)} appeal: {exc}")
+        return EXIT_USAGE
+    finally:
+        store.close()
+
+
+def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
+    from pytest_skillcourt import appeal as ap
+    from pytest_skillcourt.agent.client import ChatClient, ModelConfigError, resolve_model
+
+    pytest_args = [*args.pytest_arg, *args.pytest_tail]
+    row = ap.find_verdict(store, skill, args.model)
+    info = store.trial_info(row["trial"]) or {}
+    base_url = (args.base_url or ap.option_value(pytest_args, "--skill-court-base-url")
+                or ap.option_value(info.get("argv") or [], "--skill-court-base-url"))
+    for_trial = base_url  # the ini at the rootdir reaches the trial by itself
+    if not base_url and info.get("rootdir"):
+        base_url = ap.ini_base_url(Path(info["rootdir"]))
+
+    def client_for(label: str) -> Any:
+        try:
+            return ChatClient(resolve_model(label, base_url=base_url))
+        except ModelConfigError as err:
+            raise ap.AppealError(f"judge model: {err} (pass --base-url or --judge-model)") from None
+
+    result = ap.make_appeal(store, skill, args.model, client_for=client_for, judge_model=args.judge_model,
+                            base_url=for_trial, pytest_args=pytest_args, say=_out)
+    _out(f"Appeal {result.appeal_id} of {skill} on {row['model']}: {result.decision.upper()}")
+    _out(f"  {result.reason}")
+    _out()
+    _out(result.diff.rstrip("\n"))
+    if result.decision == ap.GRANTED:
+        _out()
+        _out(f"Apply: {_prog(args)} appeal apply {shlex.quote(skill)} --model {shlex.quote(args.model)} "
+             f"--appeal {result.appeal_id}")
+        return EXIT_OK
+    return EXIT_NO_MATCH
+
+
+@subcommand("appeal")
+def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "appeal",
+        parents=[common],
+        help="revise a skill that hurt and try the revision (show|apply|undo an appeal)",
+        usage="%(prog)s [show|apply|undo] SKILL --model M [options] [-- PYTEST ARGS]",
+        description=_wrap(
+            "appeal SKILL --model M: for the latest verdict of SKILL on M, a HURTS with a recorded "
+            "cause, the judge model writes a revised SKILL.md (the smallest edit removing the cause). "
+            "The draft is checked (frontmatter, same name, description, body, length) and scanned "
+            "by Hermes' skill security scan, then put on trial on the same tasks by `python -m pytest "
+            "--skill-court` run from the project's rootdir (pass its options with --pytest-arg or "
+            "after --). Granted when it no longer hurts and its success with the skill beats the "
+            "original's. Exit status 0 granted, 1 denied or refused, 2 errors."
+        ) + "\n\n" + _wrap(
+            "appeal show SKILL --model M [--appeal ID]: print a stored appeal and its diff. "
+            "appeal apply ...: show the diff, ask (or --yes), write the draft if the live SKILL.md "
+            "still holds the bytes it was made from, and lift the model's quarantine entry set by a "
+            "trial. appeal undo ...: write the original back if the live file still holds the "
+            "applied draft."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.__class__ = _AppealParser  # subparsers build plain parsers; this one keeps `-- args`
+    parser.add_argument("words", nargs="+", metavar="SKILL", help="[show|apply|undo] SKILL")
+    parser.add_argument("--model", metavar="M", required=True,
+                        help="the model the verdict is about (provider prefix and case ignored)")
+    parser.add_argument("--store", metavar="PATH",
+                        help=f"the store pytest --skill-court wrote (default ./{DEFAULT_STORE})")
+    parser.add_argument("--judge-model", metavar="PROVIDER/MODEL",
+                        help="model that writes the draft (default: the verdict's model)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="OpenAI-compatible endpoint for the judge model and the trial (default: "
+                             "--skill-court-base-url of the pytest args or of the verdict's session, "
+                             "else ini skill_court_base_url at the rootdir)")
+    parser.add_argument("--pytest-arg", metavar="ARG", action="append", default=[],
+                        help="an argument for the draft's pytest run (repeat; e.g. "
+                             "--pytest-arg=--skill-court-sandbox=local)")
+    parser.add_argument("--appeal", metavar="ID", type=int, default=None,
+                        help="show/apply/undo this appeal (default: the newest of SKILL on M)")
+    parser.add_argument("--yes", action="store_true", help="apply without asking")
+    parser.set_defaults(court_handler=cmd_appeal, pytest_tail=[])
+
+
 # -- assembling and running -----------------------------------------------------------
 
 
