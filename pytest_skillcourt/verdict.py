@@ -22,25 +22,33 @@ Success rule
        independent of any seed.  It is the ideal (B = infinity) version of
        ``scipy.stats.bootstrap(..., method="percentile")``.
     2. Guard (t part).  A bootstrap distribution never reaches past the range
-       of the data, so at n <= 5 no level expansion can make the interval as
-       wide as the expansion intends; at n=3 the bootstrap part reduces to
-       "all d on one side of 0", whose null probability is 2*P(d>0)^3: 3.1%
-       with 1 rep but 8.1% with 3 reps and 10.7% with 5.  So the interval is
-       widened to at least the t interval ``mean +- (h + t_{n-1} * sqrt(V/n))``
-       where ``h = 1/(2 * pairs)`` is the continuity correction for lattice
-       data (half the change of the mean when one pair flips, for equal reps)
-       and ``V = max(S^2, W)``: the sample variance of ``d`` across tasks,
-       floored by ``W``, the within-task estimate of Var(d) from the reps
-       (``p(1-p)/(r-1)`` per arm, tasks with at least 2 reps).  The floor
-       exists because S^2 can be 0 by chance (every task moved by exactly the
-       same amount): three tasks at 2/3 vs 1/3 each are not certain evidence.
-       With 1 rep no within-task estimate exists, so 3 tasks that all moved
-       the same way (d = +1, +1, +1) still give HELPS; under the null that
-       happens with probability 2*(p(1-p))^3 <= 3.1% (p = 0.5 is the worst).
-    The final interval is the hull of both parts, so a verdict needs both.
-    Exact null rates of this rule (enumerating every outcome table) stay
-    <= 5% at every n tested (r=1: n=3..20; r=3: n=3..10; r=5: n=3..7) for
-    success levels 0.2..0.95; ``bench/verdict_sim.py`` simulates the rest.
+       of the data, so at n <= 4 no level expansion can make the interval as
+       wide as the expansion intends: there the bootstrap part reduces to
+       "all d on one side of 0", whose null probability at n=3 is
+       2*P(d>0)^3: 3.1% with 1 rep but 8.1% with 3 reps and 10.7% with 5.
+       Lattice data also push it a little over 5% at larger n (exactly, max
+       over success levels 0.2..0.95: 5.1% at 10 tasks x 1 rep, 6.2% at 6 x 3,
+       6.5% at 6 x 5).  So the interval is widened to at least the t interval
+       ``mean +- (h + t_{n-1} * S / sqrt(n))`` where ``S^2`` is the sample
+       variance of ``d`` across tasks and ``h = 1/(2 * pairs)`` is the
+       continuity correction for lattice data (half the change of the mean
+       when one pair flips, for equal reps).  ``S^2`` already contains the
+       noise of the reps (Var(d) across tasks = spread of the tasks' true
+       effects + within-task noise), so no separate within-task term is
+       added: an earlier floor ``max(S^2, within-task estimate)`` cost most
+       of the power at few tasks with reps (exactly, 4 tasks x 5 reps,
+       effect +0.25: 5.2% instead of 19.6%) and bought no validity that the
+       t part lacked.
+    The final interval is the hull of both parts, so a verdict needs both;
+    therefore its power is never above the expanded percentile's alone.
+    Exact null rates of this rule (enumerating every outcome table, max over
+    success levels 0.2..0.95 step 0.05) stay <= 4.85% at every n computed
+    (r=1: n=3..8, 10, 12, 15, 20, 30; r=3: n=3..6, 8, 10, 12, 15, 20; r=5:
+    n=3..6, 8, 10, 12), where the expanded percentile alone reaches 10.7%; ``bench/verdict_sim.py`` simulates the rest and compares powers.
+    Where the expanded percentile alone is itself valid the t part costs
+    little power, but not nothing: 4 tasks x 3 reps 11.8% vs 12.6%, 4 x 5
+    19.6% vs 23.2% at effect +0.25 (exact); the bench prints these
+    shortfalls.
 
 Token rule (only when success gave no verdict)
     Per task ``x = log(mean tokens with / mean tokens without)`` over the
@@ -58,9 +66,11 @@ the fewest extra tasks with the same distribution of d (of log ratios for
 tokens) that would give a verdict, or that none up to 200 would.
 
 Degenerate samples (all d equal) have a defined result: the bootstrap part
-is the point ``d`` and the t part is ``d +- h`` (plus the within-task floor),
-so all d = +1 with 1 rep gives HELPS, all d = 0 gives NEUTRAL, and all
-tasks at 2/3 vs 1/3 give no verdict.  Nothing here produces nan.
+is the point ``d`` and the t part is ``d +- h``, so all d = +1 with 1 rep
+gives HELPS, all d = 0 gives NEUTRAL, and 3 tasks each at 2/3 vs 1/3 (3
+reps) give HELPS too: an all-equal nonzero table is part of the rejection
+region whose exact null rate is counted above (at 3 x 3 it is 4.1% in all).
+Nothing here produces nan.
 """
 
 from __future__ import annotations
@@ -300,21 +310,17 @@ class SuccessEvidence:
     lattice: int
     mean: float
     plugin_var: float  # variance of the empirical distribution of d (divisor n)
-    within: float  # mean within-task estimate of Var(d), 0 without reps
     reps_mean: float
 
     def var(self, n: int) -> float:
-        """V = max(S^2, W) for n tasks with this distribution of d."""
-        s2 = self.plugin_var * n / (n - 1) if n > 1 else 0.0
-        return max(s2, self.within)
+        """The sample variance S^2 of n tasks with this distribution of d."""
+        return self.plugin_var * n / (n - 1) if n > 1 else 0.0
 
 
-def success_evidence(d: Sequence[float], reps: Sequence[int],
-                     within: Sequence[float] = ()) -> SuccessEvidence:
+def success_evidence(d: Sequence[float], reps: Sequence[int]) -> SuccessEvidence:
     """Evidence for the success interval from per-task differences ``d``.
 
-    ``reps``: pairs per task; ``within``: within-task variance estimates of
-    ``d`` for the tasks that have at least 2 reps (may be empty).
+    ``reps``: pairs per task (for the lattice and the continuity correction).
     """
     import numpy as np
 
@@ -327,8 +333,7 @@ def success_evidence(d: Sequence[float], reps: Sequence[int],
     k = np.rint(np.asarray(d, dtype=float) * lat).astype(int)
     pmf = np.bincount(k + lat, minlength=2 * lat + 1) / n
     mean = float(np.mean(d))
-    w = float(np.mean(within)) if len(within) else 0.0
-    return SuccessEvidence(tuple(float(x) for x in pmf), lat, mean, float(np.var(d)), w,
+    return SuccessEvidence(tuple(float(x) for x in pmf), lat, mean, float(np.var(d)),
                            float(np.mean(reps)))
 
 
@@ -355,7 +360,7 @@ def bootstrap_interval(ev: SuccessEvidence, n: int, alpha: float) -> tuple[float
 
 
 def t_interval(ev: SuccessEvidence, n: int, confidence: float) -> tuple[float, float]:
-    """The guard: ``mean +- (1/(2*pairs) + t_{n-1} * sqrt(V/n))``."""
+    """The guard: ``mean +- (1/(2*pairs) + t_{n-1} * S/sqrt(n))``."""
     h = 1.0 / (2.0 * n * ev.reps_mean)
     half = h + _t_quantile(n, confidence) * math.sqrt(ev.var(n) / n)
     return (ev.mean - half, ev.mean + half)
@@ -457,7 +462,7 @@ def _plural(k: int, word: str) -> str:
 
 
 def _extra_tasks_to_decide(ev: SuccessEvidence, n: int, confidence: float) -> int | None:
-    """Fewest extra tasks, with the same distribution of d (and within-task spread), that
+    """Fewest extra tasks, with the same distribution of d, that
     would give a success verdict; None when none up to ``HINT_MAX_EXTRA`` would."""
     if ev.mean == 0:
         return None
@@ -550,9 +555,7 @@ def decide(pairs: Sequence[PairOutcome], *, token_margin: float = 1.25, confiden
                        f"only {tasks_txt} with an outcome in both arms (needs {MIN_TASKS})", None, None,
                        f"needs {need} more {'task' if need == 1 else 'tasks'} with an outcome in both arms")
 
-    within = [(a * (1 - a) + b * (1 - b)) / (r - 1)
-              for a, b, r in zip(tasks.sw, tasks.so, tasks.reps) if r >= 2]
-    ev = success_evidence(d, tasks.reps, within)
+    ev = success_evidence(d, tasks.reps)
     diff_ci = success_interval(ev, n, confidence)
 
     token_ci: tuple[float, float] | None = None

@@ -12,6 +12,7 @@ from pytest_skillcourt.verdict import (
     Verdict,
     VerdictKind,
     bootstrap_interval,
+    bootstrap_tail,
     decide,
     early_stop_holds,
     expanded_alpha,
@@ -81,14 +82,23 @@ def test_degenerate_all_equal_differences_have_a_defined_result() -> None:
     v = decide(table([(1, 0)] * 8))
     assert v.kind is VerdictKind.HELPS
     assert v.diff_ci is not None and all(math.isfinite(x) for x in v.diff_ci)
-    # With 3 reps, tasks at 2/3 vs 1/3 each also have zero spread across tasks, but the
-    # reps show the noise: the within-task floor keeps that from becoming certainty.
+    # With 3 reps, tasks at 2/3 vs 1/3 each also have zero spread across tasks: the interval is
+    # the mean +- the continuity correction 1/(2 * pairs), so it is a verdict; the null
+    # probability of such tables is part of the exact null rate tested below.
     pairs = [P(f"t{i}", r, r < 2, r < 1) for i in range(3) for r in range(3)]
     v3 = decide(pairs)
-    assert v3.kind is VerdictKind.NEUTRAL
+    assert v3.kind is VerdictKind.HELPS
     assert v3.mean_diff == pytest.approx(1 / 3)
-    # ... while 3/3 vs 0/3 in every task is a verdict.
-    assert decide([P(f"t{i}", r, True, False) for i in range(3) for r in range(3)]).kind is VerdictKind.HELPS
+    assert v3.diff_ci == pytest.approx((1 / 3 - 1 / 18, 1 / 3 + 1 / 18))
+    # All d = 0 is NEUTRAL with the interval +-h, not a point.
+    v0 = decide([P(f"t{i}", r, r < 1, r < 1) for i in range(3) for r in range(3)])
+    assert v0.kind is VerdictKind.NEUTRAL and v0.diff_ci == pytest.approx((-1 / 18, 1 / 18))
+    # The t part still binds on spread: d = 1/3, 1/3, 2/3 is no verdict although all moved up
+    # (mean 0.44 < h + t_2 * S / sqrt(3) = 0.53), while 1/3, 2/3, 2/3 is (mean 0.56).
+    spread = [P(t, r, r < 2, r < 1) for t in "ab" for r in range(3)] + [P("c", r, r < 3, r < 1) for r in range(3)]
+    assert decide(spread).kind is VerdictKind.NEUTRAL
+    more = [P("a", r, r < 2, r < 1) for r in range(3)] + [P(t, r, r < 3, r < 1) for t in "bc" for r in range(3)]
+    assert decide(more).kind is VerdictKind.HELPS
 
 
 def test_hurts_by_tokens_at_equal_success() -> None:
@@ -315,6 +325,75 @@ def test_null_simulation_false_rate_stays_low() -> None:
             if decide(pairs).kind in (VerdictKind.HELPS, VerdictKind.HURTS):
                 false += 1
         assert false / 300 < 0.08, (n, reps, p, false)
+
+
+def _null_probs(n: int, reps: int, ks: list[tuple[int, ...]], p: float) -> list[float]:
+    """Null probability of each multiset of per-task success-count differences (with - without)."""
+    from scipy.stats import binom
+
+    b = binom.pmf(range(reps + 1), reps, p)
+    q = {k: sum(b[a] * b[a - k] for a in range(reps + 1) if 0 <= a - k <= reps) for k in range(-reps, reps + 1)}
+    out = []
+    for combo in ks:
+        mult = math.factorial(n)
+        prob = 1.0
+        for k in set(combo):
+            mult //= math.factorial(combo.count(k))
+            prob *= q[k] ** combo.count(k)
+        out.append(mult * prob)
+    return out
+
+
+def _rep_table(combo: tuple[int, ...], reps: int) -> list[PairOutcome]:
+    """One table whose task i has with - without successes = combo[i] (equal tokens: no cost verdict)."""
+    return [P(f"t{i}", r, r < max(k, 0), r < max(-k, 0)) for i, k in enumerate(combo) for r in range(reps)]
+
+
+@pytest.mark.parametrize("n,reps", [(3, 3), (6, 3), (10, 1)])
+def test_exact_null_rate_of_the_success_rule_is_at_most_5_percent(n: int, reps: int) -> None:
+    """Every outcome table of the cell, weighted by its null probability (max over success
+    levels 0.2..0.95): decide() calls a verdict with probability <= 5%.  These are the cells
+    where the expanded percentile alone does not (exactly 8.1%, 6.2%, 5.1%), so a rule
+    without the t part fails this test."""
+    import itertools
+
+    ks = list(itertools.combinations_with_replacement(range(-reps, reps + 1), n))
+    decided = [decide(_rep_table(k, reps)).kind in (VerdictKind.HELPS, VerdictKind.HURTS) for k in ks]
+    exp_alone = []
+    for k in ks:
+        ev = success_evidence([x / reps for x in k], [reps] * n)
+        le, ge = bootstrap_tail(ev, n)
+        exp_alone.append(min(le, ge) < expanded_alpha(n) / 2)
+    worst = worst_exp = 0.0
+    for p in [0.2 + 0.05 * i for i in range(16)]:
+        probs = _null_probs(n, reps, ks, p)
+        worst = max(worst, sum(q for q, dec in zip(probs, decided) if dec))
+        worst_exp = max(worst_exp, sum(q for q, dec in zip(probs, exp_alone) if dec))
+    assert worst <= 0.05, (n, reps, worst)
+    assert worst_exp > 0.05, (n, reps, worst_exp)  # the guard is what makes the difference
+
+
+def test_success_rule_depends_only_on_the_differences() -> None:
+    # The exact test above builds one table per multiset of d; the rule must not see more.
+    a = [P("a", 0, True, False), P("a", 1, True, True), P("a", 2, False, False)]  # d = 1/3
+    b = [P("a", 0, True, False), P("a", 1, False, False), P("a", 2, False, False)]  # d = 1/3
+    rest = [P(t, r, r < 3, r < 1) for t in "bc" for r in range(3)]
+    va, vb = decide(a + rest), decide(b + rest)
+    assert va.diff_ci == vb.diff_ci and va.kind is vb.kind
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+def test_with_one_rep_at_few_tasks_decide_equals_the_expanded_percentile(n: int) -> None:
+    """Where the expanded percentile alone is valid with 1 rep, the t part never removes one of
+    its verdicts, so decide() has exactly its power there (every table enumerated)."""
+    import itertools
+
+    for k in itertools.combinations_with_replacement((-1, 0, 1), n):
+        ev = success_evidence([float(x) for x in k], [1] * n)
+        le, ge = bootstrap_tail(ev, n)
+        a = expanded_alpha(n) / 2
+        expected = VerdictKind.HELPS if le < a else VerdictKind.HURTS if ge < a else VerdictKind.NEUTRAL
+        assert decide(_rep_table(k, 1)).kind is expected, k
 
 
 def test_token_hint_is_computed_and_checked_against_decide() -> None:
