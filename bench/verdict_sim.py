@@ -19,11 +19,21 @@ Tables (printed plain and as markdown):
    (both computed exactly on the same simulated tables).
 2. Power: P(the right verdict) for success effects -0.5, -0.25, +0.25, +0.5
    (p_with = 0.5 + e/2, p_without = 0.5 - e/2) and for 1.5x tokens in the with
-   arm at equal success (p = 0.5).
+   arm at equal success (p = 0.5), for ``decide()`` and, on the same tables,
+   for the expanded percentile bootstrap alone (the "exp" columns).  Below it,
+   every cell where the expanded percentile alone is valid (its simulated null
+   rate <= 5%, or over by less than the simulation error) and ``decide()`` has
+   less power, with the shortfall.  Where the
+   expanded percentile alone is over 5%, its power is inflated by false calls
+   and is not a target.
 
 ``--exact`` instead enumerates every outcome table for small cells and prints
-the exact null rate of the success rule of ``decide()`` (max over p in
-0.2..0.95, step 0.05) -- no simulation error.
+the exact null rate (max over p in 0.2..0.95, step 0.05) and the exact power
+at effects +0.25 and +0.5 of the success rule of ``decide()`` and of the
+expanded percentile alone -- no simulation error.  The success rule is a
+function of the multiset of per-task differences d (and the reps), so one
+table per multiset of d, weighted by the multiset's probability, covers every
+table.
 """
 
 from __future__ import annotations
@@ -81,6 +91,8 @@ class Counts:
     token_basis: int = 0
     plain: int = 0  # plain percentile (success) would give a verdict
     expanded: int = 0  # expanded percentile alone (success) would give a verdict
+    expanded_helps: int = 0  # ... a HELPS
+    expanded_hurts: int = 0
     seconds: float = 0.0
 
 
@@ -125,6 +137,8 @@ def run_cell(cell: Cell, trials: int, base_seed: int) -> tuple[Cell, Counts]:
         le, ge = bootstrap_tail(ev, n)
         c.plain += int(le < a_plain / 2 or ge < a_plain / 2)
         c.expanded += int(le < a_exp / 2 or ge < a_exp / 2)
+        c.expanded_helps += int(le < a_exp / 2)
+        c.expanded_hurts += int(ge < a_exp / 2)
     return cell, c
 
 
@@ -171,6 +185,7 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
         return x / c.trials
 
     null_rows, power_rows = [], []
+    short: list[str] = []
     worst = 0.0
     for n in TASKS:
         for r in REPS:
@@ -187,13 +202,22 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
             null_rows.append([str(n), str(r), f"{100 * plain:.1f}%", f"{100 * expd:.1f}%",
                               f"{100 * succ:.1f}%", f"{100 * tok:.1f}%",
                               f"{100 * any_rate[p_worst]:.1f}%", f"{p_worst:g}"])
+            # Valid, or not clearly over 5% given the simulation error: power is compared.
+            exp_valid = expd <= 0.05 + 1.96 * math.sqrt(0.05 * 0.95 / trials)
             row = [str(n), str(r)]
             for e in EFFECTS:
                 c = results[Cell(n, r, 0.5 + e / 2, 0.5 - e / 2, 0.5, 1.0, f"effect {e:+g}")]
                 right = c.helps if e > 0 else c.hurts
-                row.append(f"{100 * rate(right, c):.1f}%")
+                right_exp = c.expanded_helps if e > 0 else c.expanded_hurts
+                row += [f"{100 * rate(right, c):.1f}%", f"{100 * rate(right_exp, c):.1f}%"]
+                if exp_valid and right < right_exp:
+                    short.append(f"{n} tasks x {r} reps, effect {e:+g}: decide {100 * rate(right, c):.1f}% vs "
+                                 f"expanded {100 * rate(right_exp, c):.1f}% (-{100 * rate(right_exp - right, c):.1f} "
+                                 f"points; expanded null {100 * expd:.1f}%"
+                                 f"{', within sampling error of 5%' if expd > 0.05 else ''})")
             c = results[Cell(n, r, 0.5, 0.5, 0.5, TOKEN_FACTOR, "tokens x1.5")]
             row.append(f"{100 * rate(c.hurts, c):.1f}%")
+            row.append(f"{100 * expd:.1f}%")
             power_rows.append(row)
 
     se = 100 * math.sqrt(0.05 * 0.95 / trials)
@@ -202,53 +226,81 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
           f"on {workers} workers\n")
     h1 = ["tasks", "reps", "plain pct", "expanded pct", "decide: success", "decide: tokens",
           "decide: any", "worst p"]
-    h2 = ["tasks", "reps", "success -0.5", "success -0.25", "success +0.25", "success +0.5",
-          "tokens x1.5"]
+    h2 = ["tasks", "reps"]
+    for e in EFFECTS:
+        h2 += [f"{e:+g}", f"{e:+g} exp"]
+    h2 += ["tokens x1.5", "exp null"]
     t1 = _table(h1, null_rows)
     t2 = _table(h2, power_rows)
     print("Null false-verdict rate (target <= 5%); success columns: max over p in "
           f"{list(P_LEVELS)}; tokens: max over sigma in {list(SIGMAS)}\n")
     print(t1[0], "\n")
-    print("Power (share of trials with the right verdict)\n")
+    print("Power (share of trials with the right verdict) for success effects -0.5..+0.5 and tokens "
+          "x1.5; 'exp': the expanded percentile alone on the same tables; 'exp null': its null rate "
+          "from the table above (over 5%: its power includes false calls)\n")
     print(t2[0], "\n")
     print(f"largest null rate of decide(): {100 * worst:.1f}%\n")
+    if short:
+        print("decide() below the expanded percentile where that is valid:")
+        for line in short:
+            print("  " + line)
+    else:
+        print("decide() has at least the power of the expanded percentile wherever that is valid")
+    print()
     print("Markdown:\n")
     print(t1[1], "\n")
     print(t2[1])
 
 
-def exact(max_pairs_tables: int = 100_000) -> None:
-    """Exact null rate of decide()'s success rule for the cells small enough to enumerate."""
+def _exact_cell(n: int, r: int) -> list[str]:
+    """Exact null rate (max over p) and power at +0.25, +0.5 of decide() and of the expanded percentile."""
+    from scipy.stats import binom
+
+    ks = list(itertools.combinations_with_replacement(range(-r, r + 1), n))
+    dec = np.zeros(len(ks), dtype=int)  # +1 HELPS, -1 HURTS, 0 otherwise (success basis)
+    exp_ = np.zeros(len(ks), dtype=int)
+    a_exp = expanded_alpha(n) / 2
+    for i, k in enumerate(ks):
+        # One representative table: task i has with - without successes = k[i]; equal tokens.
+        pairs = [PairOutcome(f"t{t}", j, j < max(x, 0), j < max(-x, 0), 1000, 1000)
+                 for t, x in enumerate(k) for j in range(r)]
+        v = decide(pairs)
+        dec[i] = 1 if v.kind is VerdictKind.HELPS else -1 if v.kind is VerdictKind.HURTS else 0
+        le, ge = bootstrap_tail(success_evidence([x / r for x in k], [r] * n), n)
+        exp_[i] = 1 if le < a_exp else -1 if ge < a_exp else 0
+    cnt = np.array([[k.count(x) for x in range(-r, r + 1)] for k in ks])
+    logmult = math.lgamma(n + 1) - np.vectorize(lambda x: math.lgamma(x + 1))(cnt).sum(axis=1)
+
+    def probs(p_with: float, p_without: float) -> np.ndarray:
+        bw = binom.pmf(np.arange(r + 1), r, p_with)
+        bo = binom.pmf(np.arange(r + 1), r, p_without)
+        q = np.array([sum(bw[a] * bo[a - x] for a in range(r + 1) if 0 <= a - x <= r) for x in range(-r, r + 1)])
+        return np.exp(logmult + cnt @ np.log(q))
+
     ps = np.round(np.arange(0.2, 0.951, 0.05), 2)
-    cells = [(n, 1) for n in range(3, 21)] + [(n, 3) for n in range(3, 7)] + [(3, 5), (4, 5)]
+    nulls = [probs(float(p), float(p)) for p in ps]
+    null_dec = max((float(pr[dec != 0].sum()), float(p)) for pr, p in zip(nulls, ps))
+    null_exp = max(float(pr[exp_ != 0].sum()) for pr in nulls)
+    row = [str(n), str(r), str(len(ks)), f"{100 * null_dec[0]:.2f}%", f"{null_dec[1]:g}", f"{100 * null_exp:.2f}%"]
+    for e in (0.25, 0.5):
+        pr = probs(0.5 + e / 2, 0.5 - e / 2)
+        row += [f"{100 * float(pr[dec == 1].sum()):.1f}%", f"{100 * float(pr[exp_ == 1].sum()):.1f}%"]
+    return row
+
+
+def exact(max_multisets: int = 30_000) -> None:
+    """Exact null rates and powers of the success rule for the cells small enough to enumerate."""
+    cells = [(n, 1) for n in range(3, 21)] + [(n, 3) for n in range(3, 11)] + [(n, 5) for n in range(3, 8)]
     rows = []
     for n, r in cells:
-        vals = [(a, b) for a in range(r + 1) for b in range(r + 1)]
-        combos = list(itertools.combinations_with_replacement(range(len(vals)), n))
-        if len(combos) > max_pairs_tables:
+        if math.comb(n + 2 * r, n) > max_multisets:
             continue
-        rejected = []
-        for combo in combos:
-            pairs = []
-            for t, vi in enumerate(combo):
-                a, b = vals[vi]
-                pairs += [PairOutcome(f"t{t}", k, k < a, k < b, 1000, 1000) for k in range(r)]
-            v = decide(pairs)
-            rejected.append(v.kind in (VerdictKind.HELPS, VerdictKind.HURTS))
-        cnt = np.array([np.bincount(c, minlength=len(vals)) for c in combos])
-        logmult = math.lgamma(n + 1) - np.vectorize(lambda x: math.lgamma(x + 1))(cnt).sum(axis=1)
-        rej = np.array(rejected)
-        best = (0.0, 0.0)
-        for p in ps:
-            from scipy.stats import binom
-
-            pb = binom.pmf(np.arange(r + 1), r, p)
-            lp = np.log(np.array([pb[a] * pb[b] for a, b in vals]))
-            rate = float(np.exp(logmult + cnt @ lp)[rej].sum())
-            best = max(best, (rate, float(p)))
-        rows.append([str(n), str(r), str(len(combos)), f"{100 * best[0]:.2f}%", f"{best[1]:g}"])
-        print(f"  n={n} r={r}: {100 * best[0]:.2f}% at p={best[1]:g}", file=sys.stderr, flush=True)
-    tab = _table(["tasks", "reps", "tables", "exact null rate (max over p)", "worst p"], rows)
+        rows.append(_exact_cell(n, r))
+        print("  " + " ".join(rows[-1]), file=sys.stderr, flush=True)
+    tab = _table(["tasks", "reps", "multisets of d", "decide null (max over p)", "worst p", "exp null",
+                  "decide +0.25", "exp +0.25", "decide +0.5", "exp +0.5"], rows)
+    print("Exact success rule: null rate max over p in 0.2..0.95 (step 0.05); power at effects "
+          "+0.25/+0.5 (p = 0.5 +- e/2); 'exp' = expanded percentile alone\n")
     print(tab[0], "\n")
     print(tab[1])
 
