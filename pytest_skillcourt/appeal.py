@@ -312,7 +312,7 @@ def check_draft(original: str, draft: str, *, folder_name: str) -> list[str]:
 def guard_available() -> str | None:
     """None when Hermes' skill scanner imports, else why not (with the fix)."""
     try:
-        import tools.skills_guard  # noqa: F401
+        import tools.skills_guard  # type: ignore[import-untyped]  # noqa: F401
     except ImportError as err:
         return (f"Hermes' skill security scanner (tools.skills_guard) cannot be imported ({err}); "
                 "every draft must pass it. Install it: pip install hermes-agent")
@@ -331,7 +331,8 @@ def scan_folder(folder: Path) -> str | None:
     missing = guard_available()
     if missing:
         raise AppealError(missing)
-    from tools.skills_guard import format_scan_report, scan_skill, should_allow_install
+    from tools.skills_guard import (  # type: ignore[import-untyped]
+        format_scan_report, scan_skill, should_allow_install)
 
     result = scan_skill(folder, source=GUARD_SOURCE)
     allowed, reason = should_allow_install(result)
