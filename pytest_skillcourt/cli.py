@@ -269,8 +269,9 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
         help="remove leftover sandboxes",
         description=_wrap(
             "Remove sandboxes (containers and temporary folders labelled as skill-court's) that a "
-            "crashed or interrupted run left behind. Without --older-than it also removes the "
-            "containers of a run going on right now, so run it when none is, or pass --older-than."
+            "crashed or interrupted run left behind. Sandboxes of runs still going on on this "
+            "machine are spared; on a Docker engine shared by several machines, pass "
+            "--older-than so another machine's live runs are spared too."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -8,6 +8,7 @@ both tool sets.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Iterator, Mapping
 
@@ -496,7 +497,9 @@ def test_cleanup_removes_leftover_containers() -> None:
 
     require_docker()
     token = {"skillcourt.test": os.urandom(6).hex()}
-    sandbox = open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=token))
+    # made by a process that is gone (a dead pid of this host): a leftover
+    dead = {"skillcourt.owner": f"{socket.gethostname()}:999999999:1", **token}
+    sandbox = open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=dead))
     try:
         assert cleanup_leftovers(older_than_s=3600, only_labels=token) == []
         removed = cleanup_leftovers(only_labels=token)

@@ -47,3 +47,16 @@ def test_sigkilled_session_leaves_containers_that_cleanup_removes(pytester: pyte
     removed = cleanup_leftovers(only_labels={"skillcourt.trial": trial})
     assert removed and all(r.startswith("docker:skillcourt-") for r in removed)
     assert client().containers.list(all=True, filters={"label": label}) == []
+
+
+@pytest.mark.docker
+def test_cleanup_spares_the_sandboxes_of_a_live_run() -> None:
+    require_docker()
+    from pytest_skillcourt.sandbox import SandboxSpec, cleanup_leftovers, open_sandbox
+    from pytest_skillcourt.sandbox.docker import client
+    from tests.sandbox_image import ensure_test_image
+
+    token = {"skillcourt.test": os.urandom(6).hex()}
+    with open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=token)) as live:
+        assert cleanup_leftovers(only_labels=token) == []  # this process runs: not a leftover
+        assert client().api.inspect_container(live.id)["State"]["Running"]  # type: ignore[attr-defined]

@@ -152,9 +152,10 @@ def cleanup_leftovers(
 ) -> list[str]:
     """Remove sandboxes left by crashed or killed runs; return what was removed.
 
-    Containers carrying our label (any state, running ones too: a live run in
-    another process is not told apart, so pass ``older_than_s`` when runs may
-    be going on) created more than ``older_than_s`` seconds ago, and local
+    Containers carrying our label (any state) created more than
+    ``older_than_s`` seconds ago, except those whose creating process still
+    runs on this host (a live run; containers made from another host cannot
+    be checked, so pass ``older_than_s`` on a shared remote engine), and local
     sandbox directories no live process holds (those are told apart by a
     lock).  ``only_labels`` narrows the containers to those also carrying
     these labels (e.g. one run id).  An engine that does not answer is

@@ -234,7 +234,7 @@ class DockerSandbox(Sandbox):
                     # fallback keeps odd images (old busybox) alive too.
                     command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
                     name=self.name,
-                    labels={LABEL: "1", **spec.labels},
+                    labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
                     environment=env,
                     working_dir="/workspace",
                     host_config=host_config,
@@ -246,7 +246,7 @@ class DockerSandbox(Sandbox):
                     spec.image,
                     command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
                     name=self.name,
-                    labels={LABEL: "1", **spec.labels},
+                    labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
                     environment=env,
                     working_dir="/workspace",
                     host_config=host_config,
@@ -474,11 +474,52 @@ def _remove(api: Any, container_id: str) -> None:
             return
 
 
+#: Label naming the process that created a container: ``host:pid:start``.
+OWNER_LABEL = f"{LABEL}.owner"
+
+
+def _process_start(pid: int) -> str:
+    """The start time of a process (clock ticks since boot), "" if it is gone.
+
+    With the pid it tells a live owner from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def owner_token() -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}"
+
+
+def owner_alive(token: str | None) -> bool:
+    """True when ``token`` names a process of this host that still runs.
+
+    A container made on another host (a shared remote engine) cannot be
+    checked from here and counts as not alive: pass ``older_than_s``."""
+    import socket
+
+    if not token:
+        return False
+    host, _, rest = token.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return bool(start) and _process_start(int(pid)) == start
+
+
 def leftover_containers(
     older_than_s: float = 0, only_labels: Mapping[str, str] | None = None
 ) -> list[str]:
     """Force-remove our labelled containers older than ``older_than_s``
-    (and carrying ``only_labels`` too, when given); return their names."""
+    (and carrying ``only_labels`` too, when given); return their names.
+
+    A container whose creating process still runs on this host belongs to a
+    live run and is spared."""
     import docker.errors
 
     api = client().api
@@ -491,6 +532,8 @@ def leftover_containers(
     now = time.time()
     for c in containers:
         if now - c.get("Created", 0) < older_than_s:
+            continue
+        if owner_alive((c.get("Labels") or {}).get(OWNER_LABEL)):
             continue
         name = (c.get("Names") or [c["Id"]])[0].lstrip("/")
         try:
