@@ -75,6 +75,10 @@ _JUDGMENT_COLS = ("key, trial, with_run, without_run, winner, input_tokens, outp
 _CONTENT = [
     ("verdicts", "trial, skill, model, suite, skill_hash, suite_hash, kind, created_at, data"),
     ("quarantine_history", "at, action, skill, model, trial, data"),
+    # verdict_id points into the shard's own verdicts table; verdict_trial stays exact
+    ("appeals", "skill, model, verdict_id, verdict_trial, skill_md, original_sha256, original, "
+                "draft_sha256, draft, diff, decision, reason, draft_trial, draft_verdict, status, "
+                "created_at, applied_at, undone_at, data"),
 ]
 
 

@@ -89,6 +89,8 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: SQL condition on ``trial``: not a session that tried an appeal draft.
+_NOT_APPEAL = "trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL)"
 
 
 class StoreError(Exception):
@@ -330,12 +332,14 @@ class Store:
         if by not in ("skill", "suite"):
             raise ValueError(f"latest_verdicts: by must be 'skill' or 'suite', got {by!r}")
         return self._verdict_rows(
-            f"JOIN (SELECT {by}, model, MAX(id) AS id FROM verdicts GROUP BY {by}, model) m "
-            "ON m.id = v.id ORDER BY v.skill, v.model, v.suite", ())
+            f"JOIN (SELECT {by}, model, MAX(id) AS id FROM verdicts WHERE {_NOT_APPEAL} "
+            f"GROUP BY {by}, model) m ON m.id = v.id ORDER BY v.skill, v.model, v.suite", ())
 
     def all_verdicts(self) -> list[dict[str, Any]]:
-        """Every verdict, oldest first (by time made, then by id)."""
-        return self._verdict_rows("ORDER BY v.created_at, v.id", ())
+        """Every verdict of the library, oldest first (by time made, then by id);
+        verdicts on appeal drafts are left out (they judge a draft, not the skill)."""
+        return self._verdict_rows(f"WHERE {_NOT_APPEAL.replace('trial', 'v.trial', 1)} "
+                                  "ORDER BY v.created_at, v.id", ())
 
     def trial_verdicts(self, trial: str) -> list[dict[str, Any]]:
         """Every verdict session ``trial`` made, in the order it made them."""

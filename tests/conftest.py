@@ -14,6 +14,9 @@ import openai
 import scipy.stats  # noqa: F401
 import yaml  # noqa: F401
 
+import pytest_skillcourt.court  # noqa: F401
+import pytest_skillcourt.sandbox  # noqa: F401
+
 
 def _warm_up_http_client() -> None:
     from tests.llm_server import LLMServer, Reply
