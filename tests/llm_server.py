@@ -77,6 +77,7 @@ Hermes Agent 0.19.0 against this server (measured here, ``hermes -z PROMPT``)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -705,9 +706,8 @@ def main(argv: list[str] | None = None) -> None:
     server = LLMServer(lambda request: Reply(content=args.reply), port=args.port).start()
     print(server.base_url, flush=True)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
     finally:
         server.stop()
 

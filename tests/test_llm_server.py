@@ -6,6 +6,8 @@ HTTP; the pure scripting helpers are tested on hand-made requests.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import shutil
 import subprocess
@@ -133,8 +135,7 @@ def test_streamed_tool_calls_reassemble_in_the_sdk(server: LLMServer) -> None:
     scripted = (ToolCall("terminal", arguments, id="abc"), ToolCall("noop", "{bad"))
     server.set_handler(lambda request: Reply(tool_calls=scripted))
     with _client(server).chat.completions.stream(model="m", messages=USER) as stream:
-        for _event in stream:
-            pass
+        assert list(stream)  # the stream delivered its events
         final = stream.get_final_completion()
     calls = final.choices[0].message.tool_calls
     assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
@@ -292,10 +293,8 @@ def test_stopped_server_refuses_new_connections() -> None:
         client.chat.completions.create(model="m", messages=USER)
     # Normally refused; if another process has meanwhile bound the freed port it
     # may answer, so what must hold either way is that this server saw nothing.
-    try:
+    with contextlib.suppress(openai.APIConnectionError):
         client.chat.completions.create(model="m", messages=USER)
-    except openai.APIConnectionError:
-        pass
     assert len(server.requests) == 1
 
 
