@@ -462,7 +462,9 @@ def test_docker_container_settings() -> None:
         info = client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
     host = info["HostConfig"]
     assert info["Name"].lstrip("/").startswith("skillcourt-settings-")
-    assert info["Config"]["Labels"] == {LABEL: "1", "skillcourt.run": "r1"}
+    from pytest_skillcourt.sandbox.docker import OWNER_LABEL, owner_token
+
+    assert info["Config"]["Labels"] == {LABEL: "1", "skillcourt.run": "r1", OWNER_LABEL: owner_token()}
     assert info["Config"]["WorkingDir"] == "/workspace"
     assert sorted(info["Config"]["Env"])[:2] == ["A=1", "HOME=/root"]
     assert host["NetworkMode"] == "none"

@@ -24,6 +24,7 @@ Image ids are cached per process so creating a sandbox is two API calls
 from __future__ import annotations
 
 import atexit
+import functools
 import io
 import math
 import os
@@ -226,32 +227,25 @@ class DockerSandbox(Sandbox):
             init=True,
             auto_remove=False,
         )
+        create = functools.partial(
+            self._api.create_container,
+            spec.image,
+            # busybox and coreutils both have `sleep infinity`; the fallback
+            # keeps odd images (old busybox) alive too.
+            command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
+            name=self.name,
+            labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
+            environment=env,
+            working_dir="/workspace",
+            host_config=host_config,
+            network_disabled=True,
+        )
         try:
             try:
-                created = self._api.create_container(
-                    spec.image,
-                    # busybox and coreutils both have `sleep infinity`; the
-                    # fallback keeps odd images (old busybox) alive too.
-                    command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
-                    name=self.name,
-                    labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
-                    environment=env,
-                    working_dir="/workspace",
-                    host_config=host_config,
-                    network_disabled=True,
-                )
+                created = create()
             except docker.errors.ImageNotFound:
                 ensure_image(spec.image)  # pulls, or raises SandboxUnavailable saying why
-                created = self._api.create_container(
-                    spec.image,
-                    command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
-                    name=self.name,
-                    labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
-                    environment=env,
-                    working_dir="/workspace",
-                    host_config=host_config,
-                    network_disabled=True,
-                )
+                created = create()
             self.id = created["Id"]
             _live.add(self)
             self._api.start(self.id)
