@@ -65,6 +65,14 @@ class SuiteFile(pytest.File):
         return self.config.stash[COURT_KEY]
 
     def collect(self) -> Iterator[pytest.Item]:
+        # Kept so that a plugin filtering the collected items (``--lf``) cannot
+        # separate a verdict from its runs (see court.pytest_make_collect_report).
+        self.produced: list[pytest.Item] = []
+        for item in self._items():
+            self.produced.append(item)
+            yield item
+
+    def _items(self) -> Iterator[pytest.Item]:
         court = self.court()
         library = court.library()
         suite = load_suite(self.path, library.names())

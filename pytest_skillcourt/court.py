@@ -214,11 +214,55 @@ class SkillCourt:
             f"budget ${s.budget:.2f}; trial {self.trial}",
         ]
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Iterator[None]:
+        """Outermost: a suite file keeps the runs of its verdict items even when
+        ``--lf`` filtered the file down to a failed verdict."""
+        report = yield
+        produced = getattr(collector, "produced", None)
+        if isinstance(collector, SuiteFile) and produced and report.result is not None:
+            result = list(report.result)
+            self._give_verdicts_their_runs(list(produced), result)
+            report.result[:] = result
+        return report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
-        """Shard, order (first four tasks of every skill first, both arms adjacent),
-        and take verdict items out of the run queue: the controller reports them."""
+                                      items: list[pytest.Item]) -> Iterator[None]:
+        """After every other plugin selected (``-k``, ``-m``, ``--lf``...): give each
+        selected verdict its runs back, then shard, order and take the verdict
+        items out of the run queue (the controller reports them).
+
+        A wrapper that runs first is the outermost one, so its second half sees
+        the selection of ``--lf``, which is itself a wrapper."""
+        collected = list(items)
+        result = yield
+        self._give_verdicts_their_runs(collected, items)
+        self._arrange(config, items)
+        return result
+
+    @staticmethod
+    def _give_verdicts_their_runs(collected: list[pytest.Item], items: list[pytest.Item]) -> None:
+        """A verdict selected without any of its runs (``--lf`` after a failed
+        verdict, ``-k verdict``) would be decided on nothing; select its runs
+        again (unchanged ones come from the cache)."""
+        def key(item: pytest.Item) -> tuple[str, str] | None:
+            if isinstance(item, RunItem):
+                return (item.run.suite_rel, item.run.model)
+            if isinstance(item, VerdictItem):
+                return (item.suite_rel, item.model)
+            return None
+
+        wanted = {key(it) for it in items if isinstance(it, VerdictItem)}
+        have = {key(it) for it in items if isinstance(it, RunItem)}
+        missing = wanted - have
+        if not missing:
+            return
+        chosen = set(map(id, items))
+        items[:] = [it for it in collected
+                    if id(it) in chosen or (isinstance(it, RunItem) and key(it) in missing)]
+
+    def _arrange(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         shard = self.settings.shard
         keep: list[pytest.Item] = []
         dropped: list[pytest.Item] = []

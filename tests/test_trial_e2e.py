@@ -302,3 +302,21 @@ def test_early_stop_under_xdist_saves_runs_and_keeps_the_verdict(pytester: pytes
     full.assert_outcomes(passed=13)
     full.stdout.fnmatch_lines(["*house-format*NEUTRAL*"])
     assert len(server.chat_requests()) == 12
+
+
+def test_last_failed_reruns_a_failed_verdict_with_its_runs(pytester: pytest.Pytester, server: LLMServer) -> None:
+    agent = loading_agent("house-format", wrong, right)
+    server.set_handler(lambda r: Reply(content=json.dumps({"cause": "c", "line": None})) if not r.tools
+                       else agent(r))
+    make_library(pytester, server.base_url)
+    first = pytester.runpytest("--skill-court")
+    first.assert_outcomes(passed=6, failed=1)
+    calls = len(server.requests)
+    # --lf selects only the failed verdict; its runs come back (from the cache), so it
+    # stays HURTS instead of turning into a green INCONCLUSIVE decided on nothing
+    again = pytester.runpytest("--skill-court", "--lf")
+    again.assert_outcomes(passed=6, failed=1)
+    again.stdout.fnmatch_lines(["*house-format*HURTS*"])
+    assert len(server.requests) == calls
+    only = pytester.runpytest("--skill-court", "-k", "verdict", "-p", "no:cacheprovider")
+    only.assert_outcomes(passed=6, failed=1)
