@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -215,7 +215,8 @@ class SkillCourt:
         ]
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector) -> Iterator[None]:
+    def pytest_make_collect_report(self, collector: pytest.Collector
+                                   ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         """Outermost: a suite file keeps the runs of its verdict items even when
         ``--lf`` filtered the file down to a failed verdict."""
         report = yield
