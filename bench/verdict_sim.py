@@ -39,7 +39,6 @@ table.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import os
 import sys
@@ -53,19 +52,27 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from pytest_skillcourt.verdict import (  # noqa: E402
+    CALIBRATED_MAX_TASKS,
+    CALIBRATION_LEVELS,
+    EXPANDED_ALONE_CELLS,
+    MIN_TASKS,
     PairOutcome,
     VerdictKind,
     bootstrap_tail,
+    calibrate_cell,
     decide,
+    expanded_alone_outcomes,
     expanded_alpha,
+    max_null_rate,
     success_evidence,
 )
 
 TASKS = (3, 4, 6, 10, 20)
 REPS = (1, 3, 5)
 # Under the null, p and 1-p give mirror-image d (success and failure swap), and
-# the rule is symmetric, so 0.65 and 0.8 have the rates of 0.35 and 0.2.
-P_LEVELS = (0.2, 0.35, 0.5, 0.95)
+# the rule is symmetric, so 0.65 and 0.8 have the rates of 0.35 and 0.2.  0.85
+# is where the exact null rate of the expanded percentile peaks at 10 to 20 tasks.
+P_LEVELS = (0.2, 0.35, 0.5, 0.85, 0.95)
 SIGMAS = (0.25, 0.5, 1.0)
 EFFECTS = (-0.5, -0.25, 0.25, 0.5)
 TOKEN_FACTOR = 1.5
@@ -252,57 +259,148 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
     print(t2[1])
 
 
-def _exact_cell(n: int, r: int) -> list[str]:
-    """Exact null rate (max over p) and power at +0.25, +0.5 of decide() and of the expanded percentile."""
-    from scipy.stats import binom
+def _exact_cell(cell: tuple[int, int]) -> list[str]:
+    """Exact null rate (max over p) and power at +0.25, +0.5 of decide()'s success rule and
+    of the expanded percentile alone, over every multiset of per-task differences."""
+    from pytest_skillcourt.verdict import _success_sign
 
-    ks = list(itertools.combinations_with_replacement(range(-r, r + 1), n))
-    dec = np.zeros(len(ks), dtype=int)  # +1 HELPS, -1 HURTS, 0 otherwise (success basis)
-    exp_ = np.zeros(len(ks), dtype=int)
-    a_exp = expanded_alpha(n) / 2
-    for i, k in enumerate(ks):
-        # One representative table: task i has with - without successes = k[i]; equal tokens.
-        pairs = [PairOutcome(f"t{t}", j, j < max(x, 0), j < max(-x, 0), 1000, 1000)
-                 for t, x in enumerate(k) for j in range(r)]
-        v = decide(pairs)
-        dec[i] = 1 if v.kind is VerdictKind.HELPS else -1 if v.kind is VerdictKind.HURTS else 0
-        le, ge = bootstrap_tail(success_evidence([x / r for x in k], [r] * n), n)
-        exp_[i] = 1 if le < a_exp else -1 if ge < a_exp else 0
-    cnt = np.array([[k.count(x) for x in range(-r, r + 1)] for k in ks])
-    logmult = math.lgamma(n + 1) - np.vectorize(lambda x: math.lgamma(x + 1))(cnt).sum(axis=1)
+    n, r = cell
+    counts, exp_calls = expanded_alone_outcomes(n, r)
+    ks = np.arange(-r, r + 1)
+    # decide() calls exactly this sign on the evidence of the table (tested in test_verdict).
+    dec = np.array([_success_sign(success_evidence(np.repeat(ks, c).astype(float) / r, [r] * n), n, 0.95)
+                    for c in counts])
+    exp_sign = np.zeros(len(counts), dtype=int)
+    a = expanded_alpha(n) / 2
+    for i in np.nonzero(exp_calls)[0]:
+        le, _ = bootstrap_tail(success_evidence(np.repeat(ks, counts[i]).astype(float) / r, [r] * n), n)
+        exp_sign[i] = 1 if le < a else -1
+    from scipy.special import gammaln
+    logmult = gammaln(n + 1) - gammaln(counts + 1).sum(axis=1)
 
     def probs(p_with: float, p_without: float) -> np.ndarray:
+        from scipy.stats import binom
+
         bw = binom.pmf(np.arange(r + 1), r, p_with)
         bo = binom.pmf(np.arange(r + 1), r, p_without)
-        q = np.array([sum(bw[a] * bo[a - x] for a in range(r + 1) if 0 <= a - x <= r) for x in range(-r, r + 1)])
-        return np.exp(logmult + cnt @ np.log(q))
+        q = np.array([sum(bw[x] * bo[x - k] for x in range(r + 1) if 0 <= x - k <= r) for k in ks])
+        return np.exp(logmult + counts @ np.log(q))
 
-    ps = np.round(np.arange(0.2, 0.951, 0.05), 2)
-    nulls = [probs(float(p), float(p)) for p in ps]
-    null_dec = max((float(pr[dec != 0].sum()), float(p)) for pr, p in zip(nulls, ps))
-    null_exp = max(float(pr[exp_ != 0].sum()) for pr in nulls)
-    row = [str(n), str(r), str(len(ks)), f"{100 * null_dec[0]:.2f}%", f"{null_dec[1]:g}", f"{100 * null_exp:.2f}%"]
+    null_dec = max_null_rate(counts, dec != 0, r)
+    null_exp = max_null_rate(counts, exp_sign != 0, r)[0]
+    regime = "expanded" if (n, r) in EXPANDED_ALONE_CELLS else "hull"
+    row = [str(n), str(r), str(len(counts)), regime, f"{100 * null_dec[0]:.3f}%", f"{null_dec[1]:.2f}",
+           f"{100 * null_exp:.3f}%"]
     for e in (0.25, 0.5):
         pr = probs(0.5 + e / 2, 0.5 - e / 2)
-        row += [f"{100 * float(pr[dec == 1].sum()):.1f}%", f"{100 * float(pr[exp_ == 1].sum()):.1f}%"]
+        row += [f"{100 * float(pr[dec == 1].sum()):.1f}%", f"{100 * float(pr[exp_sign == 1].sum()):.1f}%"]
     return row
 
 
-def exact(max_multisets: int = 30_000) -> None:
-    """Exact null rates and powers of the success rule for the cells small enough to enumerate."""
-    cells = [(n, 1) for n in range(3, 21)] + [(n, 3) for n in range(3, 11)] + [(n, 5) for n in range(3, 8)]
-    rows = []
-    for n, r in cells:
-        if math.comb(n + 2 * r, n) > max_multisets:
-            continue
-        rows.append(_exact_cell(n, r))
-        print("  " + " ".join(rows[-1]), file=sys.stderr, flush=True)
-    tab = _table(["tasks", "reps", "multisets of d", "decide null (max over p)", "worst p", "exp null",
-                  "decide +0.25", "exp +0.25", "decide +0.5", "exp +0.5"], rows)
-    print("Exact success rule: null rate max over p in 0.2..0.95 (step 0.05); power at effects "
-          "+0.25/+0.5 (p = 0.5 +- e/2); 'exp' = expanded percentile alone\n")
+def exact(workers: int) -> None:
+    """Exact null rates and powers of the success rule for every calibrated cell."""
+    cells = [(n, r) for r, top in sorted(CALIBRATED_MAX_TASKS.items()) for n in range(MIN_TASKS, top + 1)]
+    cells.sort(key=lambda c: -math.comb(c[0] + 2 * c[1], c[0]))
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        rows = sorted(ex.map(_exact_cell, cells), key=lambda row: (int(row[1]), int(row[0])))
+    tab = _table(["tasks", "reps", "multisets of d", "rule", "decide null (max over p)", "worst p",
+                  "exp null", "decide +0.25", "exp +0.25", "decide +0.5", "exp +0.5"], rows)
+    worst = max(rows, key=lambda row: float(row[4].rstrip("%")))
+    print("Exact success rule: null rate max over p in 0.2..0.95 (step 0.01, refined); power at effects "
+          "+0.25/+0.5 (p = 0.5 +- e/2); 'exp' = expanded percentile alone; rule: what decide() "
+          "uses in the cell\n")
     print(tab[0], "\n")
-    print(tab[1])
+    print(tab[1], "\n")
+    print(f"largest exact null rate of decide()'s success rule: {worst[4]} ({worst[0]} tasks x {worst[1]} reps)")
+    lower = [f"{row[0]}x{row[1]} {label}: {row[i]} vs {row[i + 1]}" for row in rows
+             for i, label in ((7, "+0.25"), (9, "+0.5"))
+             if float(row[6].rstrip("%")) <= 5 and float(row[i].rstrip("%")) < float(row[i + 1].rstrip("%"))]
+    print("decide() below the expanded percentile where that alone is exactly valid on success "
+          "(each such cell is kept on the hull by the token reserve, see --calibrate): "
+          + ("; ".join(lower) if lower else "none"))
+
+
+#: Token noise (log-normal sigma per run) of the calibration's token reserve: the
+#: sigma at which the simulation's "decide: any" column is measured.
+CALIBRATION_TOKEN_SIGMA = 0.5
+CALIBRATION_TOKEN_TRIALS = 100_000
+
+
+def token_null_bound(n: int, r: int, sigma: float = CALIBRATION_TOKEN_SIGMA,
+                     trials: int = CALIBRATION_TOKEN_TRIALS, seed: int = 20261130) -> float:
+    """Upper bound (estimate + 2 standard errors) of the token rule's null rate at n tasks
+    x r reps: tokens of both arms log-normal with ``sigma`` per run, no effect, either
+    direction counted and the success direction condition ignored (so it over-counts).
+
+    The token rule only speaks when the success rule did not, so ``decide: any`` is at
+    most the success rule's null rate plus this; the calibration reserves it.
+    """
+    from pytest_skillcourt.verdict import _t_quantile, token_interval
+
+    rng = np.random.default_rng([seed, n, r])
+    lim = math.log(1.25)
+    tw = np.exp(sigma * rng.standard_normal((trials, n, r))).mean(axis=2)
+    to = np.exp(sigma * rng.standard_normal((trials, n, r))).mean(axis=2)
+    x = np.log(tw / to)
+    m = x.mean(axis=1)
+    half = _t_quantile(n, 0.95) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    # The hull is at least the t interval: only those trials can decide by cost.
+    cand = np.nonzero((m - half >= lim) | (m + half <= -lim))[0]
+    hits = 0
+    for i in cand:
+        lo, hi = token_interval(x[i].tolist(), int(i))
+        hits += lo >= lim or hi <= -lim
+    est = hits / trials
+    return est + 2 * math.sqrt(max(est, 1 / trials) * (1 - est) / trials)
+
+
+def _calibrate_one(cell: tuple[int, int]) -> tuple[int, int, float, float, float, float, float]:
+    t0 = time.perf_counter()
+    top, at, asym = calibrate_cell(*cell)
+    tok = token_null_bound(*cell) if top <= 0.05 else float("nan")
+    return (*cell, top, at, asym, tok, time.perf_counter() - t0)
+
+
+def calibrate(workers: int) -> None:
+    """Recompute ``EXPANDED_ALONE_CELLS``: every cell within ``CALIBRATED_MAX_TASKS``,
+    its exact null rate of the expanded percentile alone, and the table to paste."""
+    cells = [(n, r) for r, top in sorted(CALIBRATED_MAX_TASKS.items()) for n in range(MIN_TASKS, top + 1)]
+    # Largest first, so the long enumerations do not end up last on one worker.
+    cells.sort(key=lambda c: -math.comb(c[0] + 2 * c[1], c[0]))
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        res = sorted(ex.map(_calibrate_one, cells), key=lambda x: (x[1], x[0]))
+    rows = []
+    chosen = []
+    for n, r, top, at, asym, tok, secs in res:
+        ok = top <= 0.05 and top + tok <= 0.05
+        if ok:
+            chosen.append((n, r))
+        rule = "expanded" if ok else "hull (tokens)" if top <= 0.05 else "hull"
+        rows.append([str(n), str(r), str(math.comb(n + 2 * r, n)), f"{100 * top:.3f}%", f"{at:.3f}",
+                     f"{asym:.1e}", "-" if math.isnan(tok) else f"{100 * tok:.3f}%",
+                     "-" if math.isnan(tok) else f"{100 * (top + tok):.3f}%", rule, f"{secs:.1f}"])
+        if asym > 1e-12:
+            print(f"warning: {n} x {r}: null rate not symmetric in p <-> 1-p ({asym:.2e})", file=sys.stderr)
+    tab = _table(["tasks", "reps", "multisets of d", "exp null (max p 0.2..0.95)", "at p", "asymmetry",
+                  "token bound", "sum", "rule", "seconds"], rows)
+    print("Exact null false-verdict rate of the expanded percentile alone (success rule), every cell in "
+          f"CALIBRATED_MAX_TASKS {CALIBRATED_MAX_TASKS}; token bound: the token rule's simulated null "
+          f"rate + 2 SE (sigma {CALIBRATION_TOKEN_SIGMA}, {CALIBRATION_TOKEN_TRIALS} trials); a cell "
+          "uses the expanded percentile alone when both the exact rate and the sum are <= 5%\n")
+    print(tab[0], "\n")
+    print(tab[1], "\n")
+    chosen.sort()
+    lines, line = [], "    "
+    for c in chosen:
+        item = f"({c[0]}, {c[1]}), "
+        if len(line) + len(item) > 100:
+            lines.append(line.rstrip())
+            line = "    "
+        line += item
+    lines.append(line.rstrip().rstrip(","))
+    print("EXPANDED_ALONE_CELLS: frozenset[tuple[int, int]] = frozenset({\n" + "\n".join(lines) + "\n})")
+    same = frozenset(chosen) == EXPANDED_ALONE_CELLS
+    print(f"\n# {'matches' if same else 'DIFFERS FROM'} the table in pytest_skillcourt/verdict.py")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -312,11 +410,16 @@ def main(argv: list[str] | None = None) -> None:
                     help="trials per power cell (default: half of --trials)")
     ap.add_argument("--quick", action="store_true", help="300 trials per cell, for a smoke run")
     ap.add_argument("--exact", action="store_true", help="exact null rates of small cells instead")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="recompute and print EXPANDED_ALONE_CELLS (exact null rates) instead")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=20261130)
     args = ap.parse_args(argv)
+    if args.calibrate:
+        calibrate(args.workers)
+        return
     if args.exact:
-        exact()
+        exact(args.workers)
         return
     trials = 300 if args.quick else args.trials
     power = args.power_trials or max(1, trials // 2)

@@ -73,7 +73,8 @@ def test_all_success_in_both_arms_is_neutral() -> None:
     v = decide(table([(1, 1)] * 6))
     assert v.kind is VerdictKind.NEUTRAL
     assert (v.success_with, v.success_without) == (1.0, 1.0)
-    assert v.diff_ci is not None and v.diff_ci[0] < 0 < v.diff_ci[1]
+    # 6 x 1 is a calibrated cell: the expanded percentile of all d = 0 is the point 0 (no verdict).
+    assert v.diff_ci == (0.0, 0.0)
     assert v.token_ratio == pytest.approx(1.0)
 
 
@@ -410,3 +411,105 @@ def test_token_hint_is_computed_and_checked_against_decide() -> None:
     m = -(-(3 + k) // 3)
     many = [P(f"t{j}-{i}", 0, True, True, int(1000 * r), 1000) for j in range(m) for i, r in enumerate(ratios)]
     assert decide(many).kind is VerdictKind.HURTS
+
+
+# ------------------------------------------------------------------ the calibrated regime switch
+
+
+@pytest.mark.parametrize("n,reps", [(3, 1), (3, 3), (4, 1), (4, 3), (4, 5), (5, 2), (6, 3), (8, 1), (10, 1),
+                                    (11, 1), (15, 1), (16, 2)])
+def test_calibration_table_agrees_with_an_exact_recomputation(n: int, reps: int) -> None:
+    """A cell is in EXPANDED_ALONE_CELLS only if the expanded percentile alone is exactly valid
+    there (null rate <= 5% at every success level 0.2..0.95, symmetric in p <-> 1-p), and every
+    exactly valid cell is in it unless the token reserve keeps it out (recomputed here too)."""
+    from bench.verdict_sim import token_null_bound
+    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, calibrate_cell
+
+    top, at, asym = calibrate_cell(n, reps)
+    assert asym < 1e-12 and 0.2 <= at <= 0.95
+    if top > 0.05:
+        assert (n, reps) not in EXPANDED_ALONE_CELLS, (n, reps, top)
+    else:
+        assert ((n, reps) in EXPANDED_ALONE_CELLS) == (top + token_null_bound(n, reps) <= 0.05), (n, reps, top)
+
+
+def test_calibrated_exact_null_rates_have_their_known_values() -> None:
+    from pytest_skillcourt.verdict import calibrate_cell
+
+    # Exact values (bench/verdict_sim.py --calibrate); 3 x 3 is the "all on one side" rate
+    # 2 * P(d > 0)^3 at p = 0.5; 10 x 1 peaks off the bench's simulated levels.
+    assert calibrate_cell(3, 3)[0] == pytest.approx(0.0812378, abs=1e-6)
+    assert calibrate_cell(4, 3)[0] == pytest.approx(0.0279255, abs=1e-6)
+    assert calibrate_cell(4, 5)[0] == pytest.approx(0.0403812, abs=1e-6)
+    top, at, _ = calibrate_cell(10, 1)
+    assert top == pytest.approx(0.0510216, abs=1e-6) and at == pytest.approx(0.361, abs=0.01)
+    # One rep, 3 tasks: P(all three d on one side) = 2 * (1/4)^3 at p = 0.5.
+    assert calibrate_cell(3, 1)[0] == pytest.approx(2 / 64, abs=1e-9)
+
+
+@pytest.mark.parametrize("n,reps", [(4, 3), (4, 5)])
+def test_in_a_calibrated_cell_decide_is_the_expanded_percentile(n: int, reps: int) -> None:
+    """Every table of the cell: decide() gives exactly the expanded percentile's verdict, including
+    tables where the t guard would have said no (so the table entry matters), and its exact null
+    rate is the expanded percentile's (<= 5%)."""
+    import itertools
+
+    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, t_interval
+
+    assert (n, reps) in EXPANDED_ALONE_CELLS
+    ks = list(itertools.combinations_with_replacement(range(-reps, reps + 1), n))
+    a = expanded_alpha(n) / 2
+    guard_would_refuse = 0
+    decided = []
+    for k in ks:
+        ev = success_evidence([x / reps for x in k], [reps] * n)
+        le, ge = bootstrap_tail(ev, n)
+        expected = VerdictKind.HELPS if le < a else VerdictKind.HURTS if ge < a else VerdictKind.NEUTRAL
+        v = decide(_rep_table(k, reps))
+        assert v.kind is expected, k
+        lo, hi = t_interval(ev, n, 0.95)
+        guard_would_refuse += expected is not VerdictKind.NEUTRAL and lo <= 0 <= hi
+        decided.append(expected is not VerdictKind.NEUTRAL)
+    assert guard_would_refuse > 0
+    worst = max(sum(q for q, dec in zip(_null_probs(n, reps, ks, p), decided) if dec)
+                for p in [0.2 + 0.05 * i for i in range(16)])
+    assert worst <= 0.05
+
+
+def test_outside_the_table_decide_keeps_the_hull() -> None:
+    # 4 tasks x 3 reps, d = 1/3, 1/3, 1/3, 1: the expanded percentile alone says HELPS (a calibrated
+    # cell), the t guard would not (mean 0.5 < h + t_3 * S / 2).
+    k = (1, 1, 1, 3)
+    assert decide(_rep_table(k, 3)).kind is VerdictKind.HELPS
+    # The same differences with mixed reps (the d = 1 task has a 4th rep, also moved): no
+    # calibrated cell, so the hull, and the guard refuses.
+    mixed = _rep_table(k, 3) + [P("t3", 3, True, False)]
+    v = decide(mixed)
+    assert v.mean_diff == pytest.approx(0.5)
+    assert v.kind is VerdictKind.NEUTRAL
+    # The same distribution of d at 8 tasks x 3 reps (not in the table: expanded alone is 5.54% there)
+    # is judged by the hull as well; the bootstrap part alone would call it.
+    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, uses_expanded_alone
+
+    assert (8, 3) not in EXPANDED_ALONE_CELLS and not uses_expanded_alone(4, 0)
+    assert not uses_expanded_alone(4, 6) and not uses_expanded_alone(41, 1)
+
+
+def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """4 tasks x 3 reps, one task moved by one rep: the hint's count lands in a calibrated cell
+    (16 tasks x 3 reps), and a real table with that distribution at 16 tasks decides there."""
+    import pytest_skillcourt.verdict as verdict
+
+    base = (0, 0, 0, 1)
+    v = decide(_rep_table(base, 3))
+    assert v.kind is VerdictKind.NEUTRAL
+    assert v.hint == ("cannot become a verdict at 4 tasks with 3 reps; "
+                      "12 more tasks with the same spread would decide")
+    assert decide(_rep_table(base * 4, 3)).kind is VerdictKind.HELPS  # 16 tasks
+    assert decide(_rep_table(base * 3, 3)).kind is VerdictKind.NEUTRAL  # 12 tasks
+    # With the hull everywhere, the same evidence needs 14 more and 16 tasks are not enough:
+    # the hint follows the table, it does not assume one rule.
+    monkeypatch.setattr(verdict, "EXPANDED_ALONE_CELLS", frozenset())
+    assert decide(_rep_table(base * 4, 3)).kind is VerdictKind.NEUTRAL
+    assert decide(_rep_table(base, 3)).hint == ("cannot become a verdict at 4 tasks with 3 reps; "
+                                                "14 more tasks with the same spread would decide")
