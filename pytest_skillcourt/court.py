@@ -243,11 +243,11 @@ class SkillCourt:
         return result
 
     @staticmethod
-    def _give_verdicts_their_runs(collected: list[pytest.Item], items: list[pytest.Item]) -> None:
+    def _give_verdicts_their_runs(collected: list[Any], items: list[Any]) -> None:
         """A verdict selected without any of its runs (``--lf`` after a failed
         verdict, ``-k verdict``) would be decided on nothing; select its runs
         again (unchanged ones come from the cache)."""
-        def key(item: pytest.Item) -> tuple[str, str] | None:
+        def key(item: Any) -> tuple[str, str] | None:
             if isinstance(item, RunItem):
                 return (item.run.suite_rel, item.run.model)
             if isinstance(item, VerdictItem):
