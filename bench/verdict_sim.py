@@ -1,6 +1,8 @@
 """Simulation benchmark of the verdict engine (pytest_skillcourt.verdict).
 
-    python bench/verdict_sim.py [--trials N] [--quick] [--exact] [--workers W]
+    python bench/verdict_sim.py [--trials N] [--quick] [--workers W]
+    python bench/verdict_sim.py --calibrate
+    python bench/verdict_sim.py --exact
 
 Every simulated trial is a table of paired outcomes passed to the real
 ``decide()``.  Model: each task has ``reps`` pairs; each run succeeds with
@@ -11,8 +13,8 @@ uses ``base_task * exp(sigma * Z)`` tokens, ``base_task`` log-normal around
 Tables (printed plain and as markdown):
 
 1. Null (the skill changes nothing): false-verdict rate (HELPS or HURTS of any
-   basis), max over success levels p in {0.2, 0.35, 0.5, 0.95}
-   (by symmetry these also cover 0.65 and 0.8)
+   basis), max over success levels p in {0.2, 0.35, 0.5, 0.85, 0.95}
+   (by symmetry these also cover 0.65, 0.8, 0.15 and 0.05)
    (tokens sigma = 0.5), the cost-basis rate max over sigma in {0.25, 0.5, 1.0}
    (p = 0.5), and for comparison the success rule as a plain percentile
    bootstrap and as the expanded percentile bootstrap without the t guard
@@ -27,9 +29,15 @@ Tables (printed plain and as markdown):
    expanded percentile alone is over 5%, its power is inflated by false calls
    and is not a target.
 
-``--exact`` instead enumerates every outcome table for small cells and prints
-the exact null rate (max over p in 0.2..0.95, step 0.05) and the exact power
-at effects +0.25 and +0.5 of the success rule of ``decide()`` and of the
+``--calibrate`` recomputes the table ``EXPANDED_ALONE_CELLS`` of verdict.py:
+for every cell within ``CALIBRATED_MAX_TASKS``, the exact null rate of the
+expanded percentile alone (``calibrate_cell``) and the token rule's simulated
+null bound (``token_null_bound``); a cell is in the table when both the exact
+rate and the sum are <= 5%.
+
+``--exact`` enumerates every outcome table of every calibrated cell and prints
+the exact null rate (max over p in 0.2..0.95, step 0.01, refined) and the exact
+power at effects +0.25 and +0.5 of the success rule of ``decide()`` and of the
 expanded percentile alone -- no simulation error.  The success rule is a
 function of the multiset of per-task differences d (and the reps), so one
 table per multiset of d, weighted by the multiset's probability, covers every
