@@ -187,11 +187,17 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
     jobs = [(c, power_trials if c.label.startswith(("effect", "tokens x")) else trials) for c in cells]
     t0 = time.time()
     results: dict[Cell, Counts] = {}
+    exact_cells = [(n, r) for n in TASKS for r in REPS if n <= CALIBRATED_MAX_TASKS.get(r, 0)]
+    exact_rows: dict[tuple[int, int], list[str]] = {}
     with ProcessPoolExecutor(max_workers=workers) as ex:
+        # The exact rates of the enumerable cells, to read the simulated ones against.
+        exact_futs = {c: ex.submit(_exact_cell, c) for c in exact_cells}
         futs = [ex.submit(run_cell, c, t, seed) for c, t in jobs]
         for f in futs:
             cell, counts = f.result()
             results[cell] = counts
+        for c, f in exact_futs.items():
+            exact_rows[c] = f.result()
     wall = time.time() - t0
     n_dec = sum(c.trials for c in results.values())
     per = 1000 * sum(c.seconds for c in results.values()) / n_dec
@@ -214,11 +220,20 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
             tok = max(rate(c.token_basis, c) for c in tok_cells)
             plain = max(rate(c.plain, c) for c in nulls.values())
             expd = max(rate(c.expanded, c) for c in nulls.values())
+            ex_row = exact_rows.get((n, r))
             null_rows.append([str(n), str(r), f"{100 * plain:.1f}%", f"{100 * expd:.1f}%",
                               f"{100 * succ:.1f}%", f"{100 * tok:.1f}%",
-                              f"{100 * any_rate[p_worst]:.1f}%", f"{p_worst:g}"])
+                              f"{100 * any_rate[p_worst]:.1f}%", f"{p_worst:g}",
+                              ex_row[6] if ex_row else "-", ex_row[4] if ex_row else "-",
+                              ex_row[3] if ex_row else "hull"])
             # Valid, or not clearly over 5% given the simulation error: power is compared.
             exp_valid = expd <= 0.05 + 1.96 * math.sqrt(0.05 * 0.95 / trials)
+            if ex_row is None:
+                why = "; not enumerable, so not calibrated: hull"
+            elif float(ex_row[6].rstrip("%")) > 5:
+                why = f"; exactly the expanded percentile is {ex_row[6]}, invalid"
+            else:
+                why = "; exactly valid on success, kept on the hull by the token reserve"
             row = [str(n), str(r)]
             for e in EFFECTS:
                 c = results[Cell(n, r, 0.5 + e / 2, 0.5 - e / 2, 0.5, 1.0, f"effect {e:+g}")]
@@ -229,7 +244,7 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
                     short.append(f"{n} tasks x {r} reps, effect {e:+g}: decide {100 * rate(right, c):.1f}% vs "
                                  f"expanded {100 * rate(right_exp, c):.1f}% (-{100 * rate(right_exp - right, c):.1f} "
                                  f"points; expanded null {100 * expd:.1f}%"
-                                 f"{', within sampling error of 5%' if expd > 0.05 else ''})")
+                                 f"{', within sampling error of 5%' if expd > 0.05 else ''}{why})")
             c = results[Cell(n, r, 0.5, 0.5, 0.5, TOKEN_FACTOR, "tokens x1.5")]
             row.append(f"{100 * rate(c.hurts, c):.1f}%")
             row.append(f"{100 * expd:.1f}%")
@@ -240,7 +255,7 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
           f"{power_trials} per power cell; {n_dec} decide() calls, {per:.2f} ms each, {wall:.0f} s wall "
           f"on {workers} workers\n")
     h1 = ["tasks", "reps", "plain pct", "expanded pct", "decide: success", "decide: tokens",
-          "decide: any", "worst p"]
+          "decide: any", "worst p", "expanded exact", "decide: success exact", "rule"]
     h2 = ["tasks", "reps"]
     for e in EFFECTS:
         h2 += [f"{e:+g}", f"{e:+g} exp"]
@@ -248,7 +263,9 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int) -> None:
     t1 = _table(h1, null_rows)
     t2 = _table(h2, power_rows)
     print("Null false-verdict rate (target <= 5%); success columns: max over p in "
-          f"{list(P_LEVELS)}; tokens: max over sigma in {list(SIGMAS)}\n")
+          f"{list(P_LEVELS)}; tokens: max over sigma in {list(SIGMAS)}; 'exact': the success "
+          "rule's exact null rate, max over p in 0.2..0.95 (--exact), where the cell can be "
+          "enumerated; rule: what decide() uses for success there\n")
     print(t1[0], "\n")
     print("Power (share of trials with the right verdict) for success effects -0.5..+0.5 and tokens "
           "x1.5; 'exp': the expanded percentile alone on the same tables; 'exp null': its null rate "

@@ -62,7 +62,9 @@ Success rule
     19.6%, 71.8%).  It is still below it only where the expanded
     percentile's success rate is valid but the token reserve keeps the hull
     (11 x 1: 12.6% vs 16.4% at +0.25; 16..20 x 1 and 16 x 2: at most 0.4
-    points) and in cells too large to enumerate (20 x 5: hull).
+    points) and in cells too large to enumerate (20 x 5: hull).  At 3 x 1
+    and 7 x 1 the reserve also says no, but there the t part never removes a
+    verdict of the expanded percentile, so both rules are the same there.
 
 Token rule (only when success gave no verdict)
     Per task ``x = log(mean tokens with / mean tokens without)`` over the
