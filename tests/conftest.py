@@ -9,6 +9,7 @@ before any inner run.
 """
 
 import contextlib
+from typing import Iterator
 
 import jinja2  # noqa: F401
 import numpy  # noqa: F401
@@ -16,13 +17,14 @@ import openai
 import scipy.stats  # noqa: F401
 import yaml  # noqa: F401
 
+import pytest
 import pytest_skillcourt.court  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
+from tests.llm_server import LLMServer, Reply
+from tests.sandbox_image import require_bwrap
 
 
 def _warm_up_http_client() -> None:
-    from tests.llm_server import LLMServer, Reply
-
     with LLMServer(lambda request: Reply(content="ok")) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=10)
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -35,3 +37,16 @@ def _warm_up_http_client() -> None:
 
 
 _warm_up_http_client()
+
+
+@pytest.fixture
+def server() -> Iterator[LLMServer]:
+    """A running test server (the provider's stand-in); handlers are set per test."""
+    with LLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def bwrap_ok() -> None:
+    """Skip without bubblewrap (fail instead under SKILL_COURT_REQUIRE_BWRAP=1)."""
+    require_bwrap()

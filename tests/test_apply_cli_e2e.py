@@ -16,23 +16,11 @@ import pytest
 from pytest_skillcourt.cli import main
 from tests.court_helpers import sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply
-from tests.sandbox_image import require_bwrap
 from tests.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
 CAUSE = {"cause": "the skill says to spell totals out", "line": "Follow the house rules."}
-
-
-@pytest.fixture
-def bwrap_ok() -> None:
-    require_bwrap()
-
-
-@pytest.fixture
-def server():
-    with LLMServer() as srv:
-        yield srv
 
 
 def number(request: RecordedRequest) -> str:

@@ -28,7 +28,6 @@ import pytest
 
 from tests.court_helpers import junit_properties, sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply
-from tests.sandbox_image import require_bwrap
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
@@ -84,17 +83,6 @@ class BwrapCounter:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@pytest.fixture
-def bwrap_ok() -> None:
-    require_bwrap()
-
-
-@pytest.fixture
-def server():
-    with LLMServer() as srv:
-        yield srv
 
 
 @pytest.fixture

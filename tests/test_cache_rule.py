@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.court_helpers import ini, junit_properties, loading_agent, task, write_skill, write_suite
-from tests.llm_server import LLMServer, RecordedRequest, Reply
+from tests.llm_server import LLMServer, RecordedRequest
 from tests.sandbox_image import require_bwrap
 
 CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'

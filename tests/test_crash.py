@@ -22,15 +22,9 @@ import pytest
 
 from tests.court_helpers import junit_properties, sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply
-from tests.sandbox_image import require_bwrap
 from tests.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
-
-
-@pytest.fixture
-def bwrap_ok() -> None:
-    require_bwrap()
 
 
 class HangingModel:

@@ -419,14 +419,6 @@ def test_minimal_and_bad_data() -> None:
 # --------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture
-def server():
-    from tests.llm_server import LLMServer
-
-    with LLMServer() as srv:
-        yield srv
-
-
 ANSWER_CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
 SKILL_LINE = "Write totals as <b>hundreds</b> <script>alert('skill')</script>."
 

@@ -15,7 +15,6 @@ from pytest_skillcourt.merge import MergeError, merge_stores
 from pytest_skillcourt.store import Store
 from tests.court_helpers import sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply
-from tests.sandbox_image import require_bwrap
 from tests.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -24,11 +23,6 @@ pytestmark = pytest.mark.usefixtures("bwrap_ok")
 #: other-tip and shell-tip in shard 2 (sha256 of the suite path, mod 2).
 SKILLS = {"house-format": 3, "csv-rule": 3, "other-tip": 3, "shell-tip": 5}
 CAUSE = {"cause": "the rule about csv totals is wrong", "line": "Follow the house rules."}
-
-
-@pytest.fixture
-def bwrap_ok() -> None:
-    require_bwrap()
 
 
 @pytest.fixture

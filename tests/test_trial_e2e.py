@@ -14,20 +14,8 @@ import pytest
 from tests.court_helpers import (ini, junit_properties, loading_agent, sees_skill, task, write_skill,
                                  write_suite)
 from tests.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
-from tests.sandbox_image import require_bwrap
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
-
-
-@pytest.fixture
-def bwrap_ok() -> None:
-    require_bwrap()
-
-
-@pytest.fixture
-def server():
-    with LLMServer() as srv:
-        yield srv
 
 
 ANSWER_CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
