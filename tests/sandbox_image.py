@@ -94,6 +94,34 @@ def require_bwrap() -> None:
     _skip_or_fail(bwrap_reason(), "SKILL_COURT_REQUIRE_BWRAP")
 
 
+def require_hermes() -> str:
+    """The ``hermes`` CLI's path; skip (or, with SKILL_COURT_REQUIRE_HERMES=1,
+    fail) without it."""
+    found = shutil.which("hermes")
+    _skip_or_fail("" if found else "the `hermes` CLI is not installed (pip install hermes-agent)",
+                  "SKILL_COURT_REQUIRE_HERMES")
+    assert found is not None
+    return found
+
+
+def import_rootfs(tag: str, rootfs_tar: bytes, what: str) -> None:
+    """``docker import`` a rootfs tarball as ``tag`` unless the engine has it."""
+    import docker.errors
+
+    from pytest_skillcourt.sandbox.docker import client
+
+    api = client().api
+    try:
+        api.inspect_image(tag)
+    except docker.errors.ImageNotFound:
+        repo, _, version = tag.partition(":")
+        try:
+            api.import_image_from_data(rootfs_tar, repository=repo, tag=version)
+            api.inspect_image(tag)
+        except docker.errors.APIError as exc:
+            raise RuntimeError(f"{what}: docker import of {tag} failed: {exc}") from exc
+
+
 def _find_busybox() -> str:
     for path in BUSYBOX_CANDIDATES:
         if os.path.isfile(path) and _is_static_elf(path):
@@ -200,20 +228,8 @@ def ensure_test_image() -> str:
 
         busybox = _find_busybox()
         tag = _content_tag(busybox)
+        import_rootfs(tag, _rootfs_tar(busybox), "test image")
         api = client().api
-        import docker.errors
-
-        try:
-            api.inspect_image(tag)
-        except docker.errors.ImageNotFound:
-            repo, _, version = tag.partition(":")
-            try:
-                api.import_image_from_data(
-                    _rootfs_tar(busybox), repository=repo, tag=version
-                )
-                api.inspect_image(tag)
-            except docker.errors.APIError as exc:
-                raise RuntimeError(f"test image: docker import of {tag} failed: {exc}") from exc
         api.tag(tag, TEST_IMAGE_REPO, "busybox", force=True)
         _built = tag
         return tag

@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -33,6 +32,7 @@ from pytest_skillcourt.hermes import (
     hide_in_request,
     view_names,
 )
+from tests.sandbox_image import require_hermes
 
 REPO = Path(__file__).resolve().parents[1]
 SALES = "sales-csv-totals"
@@ -437,15 +437,6 @@ def test_register_uses_hooks_hermes_knows(tmp_path: Path, monkeypatch: pytest.Mo
 # -- the real Hermes ------------------------------------------------------------------------------
 
 
-def need_hermes() -> str:
-    found = shutil.which("hermes")
-    if found is None:
-        if os.environ.get("SKILL_COURT_REQUIRE_HERMES") == "1":
-            pytest.fail("SKILL_COURT_REQUIRE_HERMES=1 but the `hermes` CLI is not on PATH (pip install hermes-agent)")
-        pytest.skip("the `hermes` CLI is not installed (pip install hermes-agent)")
-    return found
-
-
 def plugin_path_entry(root: Path) -> Path:
     """A folder that makes this checkout's plugin discoverable without pip install:
     a dist-info with the entry point; put it and the repository on PYTHONPATH."""
@@ -463,7 +454,7 @@ class RealHermes:
     def __init__(self, root: Path, server: Any) -> None:
         from tests.llm_server import hermes_home
 
-        self.binary = need_hermes()
+        self.binary = require_hermes()
         self.root = root
         self.server = server
         self.env = hermes_home(root, server.base_url, model="model-a", config={"plugins": {"enabled": ["skill-court"]}})
@@ -577,7 +568,7 @@ def test_real_hermes_answers_with_a_corrupt_quarantine_file(tmp_path: Path) -> N
 def test_hermes_court_runs_the_same_cli(tmp_path: Path) -> None:
     from tests.llm_server import hermes_home
 
-    binary = need_hermes()
+    binary = require_hermes()
     env = hermes_home(tmp_path, "http://127.0.0.1:9/v1", config={"plugins": {"enabled": ["skill-court"]}})
     env["PYTHONPATH"] = os.pathsep.join([str(plugin_path_entry(tmp_path)), str(REPO)])
 

@@ -28,17 +28,11 @@ from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
 from tests.court_helpers import ini, junit_properties, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
-from tests.sandbox_image import _skip_or_fail, require_docker
+from tests.sandbox_image import require_docker, require_hermes
 
 SKILL = "house-format"
 DISABLED_MESSAGE = ("Skill 'house-format' is disabled. Enable it with `hermes skills` or inspect "
                     "the files directly on disk.")
-
-
-def require_hermes() -> None:
-    """Skip (or, with SKILL_COURT_REQUIRE_HERMES=1, fail) without the hermes CLI."""
-    reason = "" if hr.find_hermes() else "the hermes CLI is not installed (pip install hermes-agent)"
-    _skip_or_fail(reason, "SKILL_COURT_REQUIRE_HERMES")
 
 
 # -- the clone (no Hermes, no Docker) ----------------------------------------------

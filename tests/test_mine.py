@@ -28,6 +28,7 @@ from pytest_skillcourt.mine import (
     write_suite,
     write_suites,
 )
+from tests.sandbox_image import require_hermes
 
 hermes_state = pytest.importorskip("hermes_state", reason="hermes-agent is not installed (pip install hermes-agent)")
 
@@ -458,21 +459,12 @@ def test_cli_uses_hermes_home_from_the_environment_and_fails_clearly(tmp_path, m
 # -- real Hermes sessions ----------------------------------------------------
 
 
-def _need_hermes() -> str:
-    found = shutil.which("hermes")
-    if found is None:
-        if os.environ.get("SKILL_COURT_REQUIRE_HERMES") == "1":
-            pytest.fail("SKILL_COURT_REQUIRE_HERMES=1 but the `hermes` CLI is not on PATH (pip install hermes-agent)")
-        pytest.skip("the `hermes` CLI is not installed (pip install hermes-agent)")
-    return found
-
-
 @pytest.mark.hermes
 @pytest.mark.slow
 def test_mining_a_state_db_written_by_real_hermes_sessions(tmp_path):
     from tests.llm_server import LLMServer, Reply, ToolCall, turn
 
-    hermes = _need_hermes()
+    hermes = require_hermes()
     home = tmp_path / "home"
     hermes_home = home / ".hermes"
     skill_dir = hermes_home / "skills" / SKILL
