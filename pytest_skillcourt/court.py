@@ -78,6 +78,8 @@ class SkillCourt:
         self._images: dict[str, Any] = {}
         self._models: dict[str, Any] = {}
         self.targets: dict[str, Target] = {}
+        #: (suite, model) -> its first four selected tasks (set at collection)
+        self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self.files_written: list[tuple[str, Path]] = []
@@ -381,7 +383,7 @@ class SkillCourt:
         Waits (bounded) until the first four tasks' runs of this skill and model
         are recorded: on other xdist workers they run ahead of this item."""
         run = item.run
-        first = getattr(self, "_first_tasks", {}).get((run.suite_rel, run.model), ())
+        first = self._first_tasks.get((run.suite_rel, run.model), ())
         if len(first) < EARLY_STOP_TASKS or run.task_id in first:
             return
         from .verdict import early_stop_holds
