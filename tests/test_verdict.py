@@ -413,38 +413,7 @@ def test_token_hint_is_computed_and_checked_against_decide() -> None:
     assert decide(many).kind is VerdictKind.HURTS
 
 
-# ------------------------------------------------------------------ the calibrated regime switch
-
-
-@pytest.mark.parametrize("n,reps", [(3, 1), (3, 3), (4, 1), (4, 3), (4, 5), (5, 2), (6, 3), (8, 1), (10, 1),
-                                    (11, 1), (15, 1), (16, 2)])
-def test_calibration_table_agrees_with_an_exact_recomputation(n: int, reps: int) -> None:
-    """A cell is in EXPANDED_ALONE_CELLS only if the expanded percentile alone is exactly valid
-    there (null rate <= 5% at every success level 0.2..0.95, symmetric in p <-> 1-p), and every
-    exactly valid cell is in it unless the token reserve keeps it out (recomputed here too)."""
-    from bench.verdict_sim import token_null_bound
-    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, calibrate_cell
-
-    top, at, asym = calibrate_cell(n, reps)
-    assert asym < 1e-12 and 0.2 <= at <= 0.95
-    if top > 0.05:
-        assert (n, reps) not in EXPANDED_ALONE_CELLS, (n, reps, top)
-    else:
-        assert ((n, reps) in EXPANDED_ALONE_CELLS) == (top + token_null_bound(n, reps) <= 0.05), (n, reps, top)
-
-
-def test_calibrated_exact_null_rates_have_their_known_values() -> None:
-    from pytest_skillcourt.verdict import calibrate_cell
-
-    # Exact values (bench/verdict_sim.py --calibrate); 3 x 3 is the "all on one side" rate
-    # 2 * P(d > 0)^3 at p = 0.5; 10 x 1 peaks off the bench's simulated levels.
-    assert calibrate_cell(3, 3)[0] == pytest.approx(0.0812378, abs=1e-6)
-    assert calibrate_cell(4, 3)[0] == pytest.approx(0.0279255, abs=1e-6)
-    assert calibrate_cell(4, 5)[0] == pytest.approx(0.0403812, abs=1e-6)
-    top, at, _ = calibrate_cell(10, 1)
-    assert top == pytest.approx(0.0510216, abs=1e-6) and at == pytest.approx(0.361, abs=0.01)
-    # One rep, 3 tasks: P(all three d on one side) = 2 * (1/4)^3 at p = 0.5.
-    assert calibrate_cell(3, 1)[0] == pytest.approx(2 / 64, abs=1e-9)
+# ------------------------------------------------------------------ the calibrated rule per cell
 
 
 @pytest.mark.parametrize("n,reps", [(4, 3), (4, 5)])
@@ -454,9 +423,9 @@ def test_in_a_calibrated_cell_decide_is_the_expanded_percentile(n: int, reps: in
     rate is the expanded percentile's (<= 5%)."""
     import itertools
 
-    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, t_interval
+    from pytest_skillcourt.verdict import success_rule, t_interval
 
-    assert (n, reps) in EXPANDED_ALONE_CELLS
+    assert success_rule(n, reps) == (False, expanded_alpha(n) / 2)
     ks = list(itertools.combinations_with_replacement(range(-reps, reps + 1), n))
     a = expanded_alpha(n) / 2
     guard_would_refuse = 0
@@ -476,6 +445,29 @@ def test_in_a_calibrated_cell_decide_is_the_expanded_percentile(n: int, reps: in
     assert worst <= 0.05
 
 
+def test_a_calibrated_tail_below_the_expanded_level_is_what_decide_uses() -> None:
+    """10 tasks x 1 rep: the expanded percentile alone is 5.10% (invalid); the table's rule
+    calls on fewer tables, and decide() follows the table's tail, not alpha'/2."""
+    import itertools
+
+    from pytest_skillcourt.calibrated import CELLS
+
+    guard, tail = CELLS[(10, 1)]
+    a = expanded_alpha(10) / 2
+    assert tail < a
+    between = 0
+    for k in itertools.combinations_with_replacement((-1, 0, 1), 10):
+        ev = success_evidence([float(x) for x in k], [1] * 10)
+        le, ge = bootstrap_tail(ev, 10)
+        kind = decide(_rep_table(k, 1)).kind
+        if tail <= le < a:
+            between += 1
+            assert kind is VerdictKind.NEUTRAL, k  # the expanded percentile would say HELPS
+        if not guard:
+            assert (kind is VerdictKind.HELPS) == (le < tail), k
+    assert between > 0
+
+
 def test_outside_the_table_decide_keeps_the_hull() -> None:
     # 4 tasks x 3 reps, d = 1/3, 1/3, 1/3, 1: the expanded percentile alone says HELPS (a calibrated
     # cell), the t guard would not (mean 0.5 < h + t_3 * S / 2).
@@ -487,12 +479,13 @@ def test_outside_the_table_decide_keeps_the_hull() -> None:
     v = decide(mixed)
     assert v.mean_diff == pytest.approx(0.5)
     assert v.kind is VerdictKind.NEUTRAL
-    # The same distribution of d at 8 tasks x 3 reps (not in the table: expanded alone is 5.54% there)
-    # is judged by the hull as well; the bootstrap part alone would call it.
-    from pytest_skillcourt.verdict import EXPANDED_ALONE_CELLS, uses_expanded_alone
+    # Outside the reach (mixed reps, 6 reps, 41 tasks with 1 rep) and at another confidence:
+    # the hull at the expanded level.
+    from pytest_skillcourt.verdict import success_rule
 
-    assert (8, 3) not in EXPANDED_ALONE_CELLS and not uses_expanded_alone(4, 0)
-    assert not uses_expanded_alone(4, 6) and not uses_expanded_alone(41, 1)
+    for n, r in ((4, 0), (4, 6), (41, 1), (21, 3)):
+        assert success_rule(n, r) == (True, expanded_alpha(n) / 2), (n, r)
+    assert success_rule(4, 3, 0.9) == (True, expanded_alpha(4, 0.9) / 2)
 
 
 def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -509,7 +502,7 @@ def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) ->
     assert decide(_rep_table(base * 3, 3)).kind is VerdictKind.NEUTRAL  # 12 tasks
     # With the hull everywhere, the same evidence needs 14 more and 16 tasks are not enough:
     # the hint follows the table, it does not assume one rule.
-    monkeypatch.setattr(verdict, "EXPANDED_ALONE_CELLS", frozenset())
+    monkeypatch.setattr(verdict, "CELLS", {})
     assert decide(_rep_table(base * 4, 3)).kind is VerdictKind.NEUTRAL
     assert decide(_rep_table(base, 3)).hint == ("cannot become a verdict at 4 tasks with 3 reps; "
                                                 "14 more tasks with the same spread would decide")
