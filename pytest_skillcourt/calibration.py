@@ -244,6 +244,10 @@ def _largest_valid_tail(cell: Cell, start: float, guard: bool, token_side: float
     ok = np.nonzero(worst <= target)[0]
     if ok.size and refined(len(cuts) - 1)[0] <= target:
         lo, hi = int(ok[0]) - 1, len(cuts) - 1  # lo invalid (or before the first), hi valid
+        if refined(lo + 1)[0] <= target:  # the usual case: the grid's first is valid
+            hi = lo + 1
+        else:
+            lo += 1
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if refined(mid)[0] <= target:
