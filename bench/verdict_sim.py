@@ -60,7 +60,6 @@ from pytest_skillcourt.calibration import (  # noqa: E402
     REACH,
     TOKEN_SIGMA,
     TOKEN_TRIALS,
-    Calibration,
     Figures,
     calibrate_cell,
     exact_figures,
@@ -195,13 +194,13 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int, with_exact
     exact_rows: dict[tuple[int, int], tuple[Figures, Figures, float]] = {}
     with ProcessPoolExecutor(max_workers=workers) as ex:
         # The exact figures of the enumerable cells, to read the simulated ones against.
-        exact_futs = {c: ex.submit(_exact_row, c) for c in sorted(exact_cells, key=lambda c: -c[0] * c[1])}
+        exact_futs = {c: ex.submit(exact_figures, *c) for c in sorted(exact_cells, key=lambda c: -c[0] * c[1])}
         futs = [ex.submit(run_cell, c, t, seed) for c, t in jobs]
         for f in futs:
             cell, counts = f.result()
             results[cell] = counts
         for c, f in exact_futs.items():
-            exact_rows[c] = f.result()[1:]
+            exact_rows[c] = f.result()
     wall = time.time() - t0
     n_dec = sum(c.trials for c in results.values())
     per = 1000 * sum(c.seconds for c in results.values()) / n_dec
@@ -302,14 +301,6 @@ def _rule_name(n: int, reps: int) -> str:
     return ("expanded" if not guard else "hull") + ("" if tail == a else " (calibrated)")
 
 
-def _exact_row(cell: tuple[int, int]) -> tuple[tuple[int, int], Figures, Figures, float]:
-    return (cell, *exact_figures(*cell))
-
-
-def _calibrate_row(cell: tuple[int, int]) -> tuple[Calibration, float]:
-    return calibrate_cell(cell)
-
-
 def calibrate(workers: int, write: bool) -> None:
     """Recompute ``pytest_skillcourt/calibrated.py`` over every cell within ``REACH``
     (every outcome table of each), print the table, and write the module if asked."""
@@ -318,7 +309,7 @@ def calibrate(workers: int, write: bool) -> None:
     cells.sort(key=lambda c: -math.comb(c[0] + 2 * c[1], c[0]))
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=workers) as ex:
-        res = sorted(ex.map(_calibrate_row, cells), key=lambda x: (x[0].reps, x[0].n))
+        res = sorted(ex.map(calibrate_cell, cells), key=lambda x: (x[0].reps, x[0].n))
     rows = []
     for cal, secs in res:
         ch, ref = cal.choice, cal.reference
