@@ -60,7 +60,7 @@ from pytest_skillcourt.calibration import (  # noqa: E402
     REACH,
     TOKEN_SIGMA,
     TOKEN_TRIALS,
-    Figures,
+    Choice,
     calibrate_cell,
     exact_figures,
     reach_cells,
@@ -191,7 +191,7 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int, with_exact
     exact_cells = [(n, r) for n in TASKS for r in REPS if n <= REACH.get(r, 0)]
     if not with_exact:
         exact_cells = [c for c in exact_cells if math.comb(c[0] + 2 * c[1], c[0]) <= 1_000_000]
-    exact_rows: dict[tuple[int, int], tuple[Figures, Figures, float]] = {}
+    exact_rows: dict[tuple[int, int], tuple[Choice, Choice, float]] = {}
     with ProcessPoolExecutor(max_workers=workers) as ex:
         # The exact figures of the enumerable cells, to read the simulated ones against.
         exact_futs = {c: ex.submit(exact_figures, *c) for c in sorted(exact_cells, key=lambda c: -c[0] * c[1])}

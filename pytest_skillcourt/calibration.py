@@ -10,9 +10,9 @@ and weighs them with their probability when the arms succeed with p_with and
 p_without.  That gives exact null rates and powers, without simulation error,
 for cells up to tens of millions of multisets (20 tasks x 5 reps: 30 million).
 
-``calibrate`` picks, per cell, the rule that ``verdict`` ships in its table
-``CALIBRATED_CELLS`` (see there for the rule and why): python
-``bench/verdict_sim.py --calibrate`` runs it over every cell and prints the table.
+``calibrate`` picks, per cell, the rule that ``verdict`` reads from
+``calibrated.CELLS`` (see verdict.py for the rule and why): ``python
+bench/verdict_sim.py --calibrate`` runs it over every cell and prints the table.
 
 Nothing here runs during a trial; it is imported by the bench and the tests.
 """
@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 #: Success levels p of the search for the worst null rate: a grid of step 0.01
-#: over 0.2..0.95, refined around the largest value by golden-section search.
+#: over 0.2..0.95, refined around the largest value (``worst_over_levels``).
 LEVELS: tuple[float, ...] = tuple(round(0.2 + 0.01 * i, 2) for i in range(76))
 #: Rows per FFT batch (memory: about 2 KB per row at 20 x 5).
 BATCH = 100_000
@@ -198,7 +198,7 @@ def power(cell: Cell, signs: np.ndarray, effect: float) -> float:
 
 @dataclass(frozen=True)
 class Choice:
-    """The calibrated rule of one cell and its exact figures."""
+    """One rule of the family in one cell, ``(guard, tail)``, and its exact figures."""
 
     guard: bool
     tail: float
@@ -207,6 +207,14 @@ class Choice:
     success_null: float  # the success rule's own worst null rate
     power_25: float
     power_50: float
+
+    @classmethod
+    def of(cls, cell: Cell, guard: bool, tail: float, token_side: float) -> Choice:
+        """The figures of the rule ``(guard, tail)`` in ``cell``."""
+        s = cell.signs(guard, tail)
+        top, at = worst_over_levels(null_rate(cell, s != 0, token_side))
+        succ, _ = worst_over_levels(null_rate(cell, s != 0))
+        return cls(guard, tail, top, at, succ, power(cell, s, 0.25), power(cell, s, 0.5))
 
 
 def _largest_valid_tail(cell: Cell, start: float, guard: bool, token_side: float,
@@ -254,10 +262,7 @@ def _largest_valid_tail(cell: Cell, start: float, guard: bool, token_side: float
                 hi = mid
             else:
                 lo = mid
-        s = cell.signs(guard, cuts[hi])
-        top, at = refined(hi)
-        succ, _ = worst_over_levels(null_rate(cell, s != 0))
-        return Choice(guard, cuts[hi], top, at, succ, power(cell, s, 0.25), power(cell, s, 0.5))
+        return Choice.of(cell, guard, cuts[hi], token_side)
     raise AssertionError(f"{cell.n} x {cell.reps}: no valid cut, not even calling on nothing "
                          f"(token reserve {token_side} too large)")
 
@@ -293,11 +298,8 @@ def calibrate(n: int, reps: int, token_side: float, confidence: float = 0.95,
     a = expanded_alpha(n, confidence) / 2
     options = [_largest_valid_tail(cell, a, guard, token_side, target) for guard in (False, True)]
     choice = max(options, key=lambda c: (c.power_25 + c.power_50, not c.guard))
-    s = cell.signs(False, a)
-    top, at = worst_over_levels(null_rate(cell, s != 0, token_side))
-    succ, _ = worst_over_levels(null_rate(cell, s != 0))
-    ref = Choice(False, a, top, at, succ, power(cell, s, 0.25), power(cell, s, 0.5))
-    return Calibration(n, reps, token_side, choice, ref, int(cell.counts.shape[0]))
+    return Calibration(n, reps, token_side, choice, Choice.of(cell, False, a, token_side),
+                       int(cell.counts.shape[0]))
 
 
 #: The token noise the calibration reserves for: log-normal sigma per run (a run's
@@ -388,17 +390,7 @@ def render_module(cals: Sequence[Calibration]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class Figures:
-    """Exact figures of one rule in one cell."""
-
-    success_null: float  # worst over p in 0.2..0.95, success rule alone
-    null: float  # ... with the token reserve
-    power_25: float
-    power_50: float
-
-
-def exact_figures(n: int, reps: int) -> tuple[Figures, Figures, float]:
+def exact_figures(n: int, reps: int) -> tuple[Choice, Choice, float]:
     """The exact figures of the shipped success rule (``verdict.success_rule``) and of
     the expanded percentile alone at its own level, in the cell n x reps, and the
     token reserve used."""
@@ -406,10 +398,5 @@ def exact_figures(n: int, reps: int) -> tuple[Figures, Figures, float]:
 
     tok = token_side_bound(n, reps)
     cell = Cell.build(n, reps, _t_quantile(n, 0.95))
-    out = []
-    for guard, tail in (success_rule(n, reps), (False, expanded_alpha(n) / 2)):
-        s = cell.signs(guard, tail)
-        out.append(Figures(worst_over_levels(null_rate(cell, s != 0))[0],
-                           worst_over_levels(null_rate(cell, s != 0, tok))[0],
-                           power(cell, s, 0.25), power(cell, s, 0.5)))
-    return out[0], out[1], tok
+    return (Choice.of(cell, *success_rule(n, reps), tok), Choice.of(cell, False, expanded_alpha(n) / 2, tok),
+            tok)
