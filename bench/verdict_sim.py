@@ -10,7 +10,7 @@ uses ``base_task * exp(sigma * Z)`` tokens, ``base_task`` log-normal around
 2000 tokens (tasks differ), ``sigma`` the per-run noise.
 
 Beside the simulation, every cell of the grid is also computed exactly
-(``pytest_skillcourt.calibration``): the success rule sees a table only
+(``bench/calibration.py``): the success rule sees a table only
 through the multiset of per-task differences, so enumerating every multiset,
 weighted by its probability, gives the null rate and the power without
 simulation error (20 tasks x 5 reps: 30 million multisets, about 4 minutes;
@@ -36,7 +36,7 @@ Tables (printed plain and as markdown):
    not a target.
 
 ``--calibrate`` enumerates every cell within ``calibration.REACH`` and
-recomputes ``pytest_skillcourt/calibrated.py``, the success rule per cell
+recomputes ``pytest_skillcourt/stats/calibrated.py``, the success rule per cell
 (``calibration.calibrate``); ``--write`` rewrites the module when it differs.
 """
 
@@ -56,7 +56,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pytest_skillcourt.calibration import (  # noqa: E402
+from bench.calibration import (  # noqa: E402
     REACH,
     TOKEN_SIGMA,
     TOKEN_TRIALS,
@@ -66,7 +66,7 @@ from pytest_skillcourt.calibration import (  # noqa: E402
     reach_cells,
     render_module,
 )
-from pytest_skillcourt.verdict import (  # noqa: E402
+from pytest_skillcourt.stats.verdict import (  # noqa: E402
     PairOutcome,
     VerdictKind,
     bootstrap_tail,
@@ -302,7 +302,7 @@ def _rule_name(n: int, reps: int) -> str:
 
 
 def calibrate(workers: int, write: bool) -> None:
-    """Recompute ``pytest_skillcourt/calibrated.py`` over every cell within ``REACH``
+    """Recompute ``pytest_skillcourt/stats/calibrated.py`` over every cell within ``REACH``
     (every outcome table of each), print the table, and write the module if asked."""
     cells = reach_cells()
     # Largest first, so the long enumerations do not end up last on one worker.
@@ -335,7 +335,7 @@ def calibrate(workers: int, write: bool) -> None:
     print(f"largest null rate of decide() with tokens: {100 * worst.choice.null:.3f}% "
           f"({worst.n} tasks x {worst.reps} reps)")
     text = render_module([cal for cal, _ in res])
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytest_skillcourt", "calibrated.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytest_skillcourt", "stats", "calibrated.py")
     with open(path) as f:
         same = f.read() == text
     if write and not same:
@@ -344,7 +344,7 @@ def calibrate(workers: int, write: bool) -> None:
         write_atomic(Path(path), text)
         print(f"wrote {os.path.normpath(path)}")
     else:
-        print(f"pytest_skillcourt/calibrated.py {'matches' if same else 'DIFFERS (run with --write)'}")
+        print(f"pytest_skillcourt/stats/calibrated.py {'matches' if same else 'DIFFERS (run with --write)'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="300 trials per cell, for a smoke run")
     ap.add_argument("--calibrate", action="store_true",
                     help="instead: enumerate every cell in REACH, print the exact table and compare it with "
-                         "pytest_skillcourt/calibrated.py (about 13 minutes on 2 cores)")
+                         "pytest_skillcourt/stats/calibrated.py (about 13 minutes on 2 cores)")
     ap.add_argument("--write", action="store_true", help="with --calibrate: rewrite calibrated.py")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=20261130)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .judge import TokenBudget, UnreadableReply, ask_structured, draw_marker, neutralise, tagged
+from .trial import group_pairs, pair_outcomes
 
 #: Part of what is stored with each appeal: bump whenever the prompt or parsing change.
 APPEAL_PROMPT_VERSION = "appeal-1"
@@ -153,22 +154,11 @@ def refuse_symlinks(folder: Path) -> None:
 
 def failing_task(store: Any, row: Mapping[str, Any], rootdir: Path) -> str:
     """The prompt of the first task the skill made fail in the verdict's session ("" if unknown)."""
-    from .court import pair_outcomes
-    from .judge import Judgment
     from .suite import SuiteError, load_suite
 
     runs = [t.record for t in store.trial_runs(row["trial"], suite=row["suite"], model=row["model"])]
-    by: dict[tuple[str, int], dict[str, Any]] = {}
-    for rec in runs:
-        by.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
-    judged: dict[tuple[str, int], Any] = {}
-    for key, arms in by.items():
-        w, wo = arms.get("with"), arms.get("without")
-        if w is not None and wo is not None and (w.needs_judge or wo.needs_judge):
-            stored = store.judgment_for_runs(w.run_id, wo.run_id)
-            if stored is not None:
-                judged[key] = Judgment.from_dict(stored)
-    lost = sorted((p.task_id, p.rep) for p in pair_outcomes(runs, judged)
+    pairs = group_pairs(runs, lambda w, wo: store.judgment_for_runs(w.run_id, wo.run_id))
+    lost = sorted((p.task_id, p.rep) for p in pair_outcomes(pairs)
                   if not p.with_success and p.without_success)
     try:
         suite = load_suite(rootdir / row["suite"], None)

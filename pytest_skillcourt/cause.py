@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from pytest_skillcourt.agent.client import ChatClient
+from pytest_skillcourt.trial import Cause
 from pytest_skillcourt.judge import (
     TokenBudget,
     UnreadableReply,
@@ -60,36 +60,6 @@ _AUTOLINK = re.compile(r"\s*<(?:https?|ftp|mailto|file):[^>\s]*>", re.IGNORECASE
 _BARE_URL = re.compile(
     r"\s*\b(?:(?:https?|ftp|file)://|mailto:|www\.)(?:[^\s<>()\[\]]*[^\s<>()\[\].,;:!?'\"])?",
     re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Cause:
-    """The cause of a HURTS verdict and the SKILL.md line behind it (None if not verified)."""
-
-    cause: str  # one line, at most 300 characters, links removed
-    line: str | None  # as it stands in SKILL.md; None when the quoted line is not there
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; :meth:`from_dict` reads it back."""
-        return {"cause": self.cause, "line": self.line,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "prompt_version": CAUSE_PROMPT_VERSION}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Cause:
-        """Rebuild a cause written by :meth:`to_dict`.
-
-        Raises:
-            ValueError: ``cause`` missing or not a string.
-        """
-        if not isinstance(d.get("cause"), str):
-            raise ValueError(f"stored cause: expected a string field 'cause', got {dict(d)!r}")
-        line = d.get("line")
-        return cls(cause=d["cause"], line=line if isinstance(line, str) else None,
-                   input_tokens=int(d.get("input_tokens", 0)),
-                   output_tokens=int(d.get("output_tokens", 0)))
 
 
 # --------------------------------------------------------------------------
@@ -305,4 +275,5 @@ def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Map
         return None
     cause, line = asked.value
     return Cause(cause=clean_cause(cause), line=find_line(skill_md, line),
-                 input_tokens=asked.input_tokens, output_tokens=asked.output_tokens)
+                 input_tokens=asked.input_tokens, output_tokens=asked.output_tokens,
+                 prompt_version=CAUSE_PROMPT_VERSION)

@@ -1,29 +1,45 @@
-"""Collection: suite files become pytest items (SPEC 5).
+"""Collection: suite files become pytest items (README: "How items are named").
 
 ``skills_tests/x.yaml::task[with]`` / ``[without]`` run items (adjacent, so
 both arms of a pair run at the same time on different xdist workers) and one
 ``verdict[model]`` item per skill and model.  Verdict items are never run by
 a worker: the controller produces their reports after every run (see
-``court.py``), with or without xdist.
+``controller.py``), with or without xdist.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import pytest
 
+from .options import Settings
 from .records import ARMS
+from .skills import Library, LibraryError
 from .suite import Suite, SuiteError, Task, load_suite
-
-if TYPE_CHECKING:
-    from .court import SkillCourt
 
 
 class SkillCourtError(Exception):
     """A harness failure shown as a readable message, without traceback."""
+
+
+class Court(Protocol):
+    """What collection needs of the session's court (``session.SkillCourt``).
+
+    The court hands itself to the suite files it collects, so items reach it
+    without importing the session module (which imports this one)."""
+
+    settings: Settings
+
+    def library(self) -> Library: ...
+
+    def rel(self, path: Path) -> str: ...
+
+    def remember_suite(self, suite: Suite) -> None: ...
+
+    def run_item(self, item: "RunItem") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,10 +75,9 @@ def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_
 class SuiteFile(pytest.File):
     """One suite YAML file."""
 
-    def court(self) -> "SkillCourt":
-        from .court import COURT_KEY
-
-        return self.config.stash[COURT_KEY]
+    def __init__(self, *, court: Court, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.court = court
 
     def collect(self) -> Iterator[pytest.Item]:
         # Kept so that a plugin filtering the collected items (``--lf``) cannot
@@ -73,7 +88,7 @@ class SuiteFile(pytest.File):
             yield item
 
     def _items(self) -> Iterator[pytest.Item]:
-        court = self.court()
+        court = self.court
         library = court.library()
         suite = load_suite(self.path, library.names())
         court.remember_suite(suite)
@@ -90,7 +105,7 @@ class SuiteFile(pytest.File):
                         yield RunItem.from_parent(
                             self,
                             name=run_item_name(task.id, arm, rep, reps, ids[model], len(models)),
-                            suite=suite, task=task,
+                            suite=suite, task=task, court=court,
                             run=RunId(suite_rel, suite.skill, task.id, index, arm, rep, model),
                         )
         for model in models:
@@ -100,8 +115,6 @@ class SuiteFile(pytest.File):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, SuiteError):
             return str(excinfo.value)
-        from .skills import LibraryError
-
         if isinstance(excinfo.value, LibraryError):
             return f"skill library: {excinfo.value}"
         return super().repr_failure(excinfo)
@@ -110,17 +123,16 @@ class SuiteFile(pytest.File):
 class RunItem(pytest.Item):
     """One run: a task in one arm, rep and model."""
 
-    def __init__(self, *, suite: Suite, task: Task, run: RunId, **kwargs: Any) -> None:
+    def __init__(self, *, suite: Suite, task: Task, run: RunId, court: Court, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.court = court
         self.suite = suite
         self.task = task
         self.run = run
         self.add_marker(pytest.mark.skill_court)
 
     def runtest(self) -> None:
-        from .court import COURT_KEY
-
-        self.config.stash[COURT_KEY].run_item(self)
+        self.court.run_item(self)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.task.line - 1) if self.task.line else None, self.name

@@ -27,10 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .store import Store, StoreError, utcnow
+from .clock import utc_now
+from .judge import Judgment
+from .records import RunRecord
+from .stats.verdict import EARLY_STOP_TASKS, decide
+from .store import Store, StoreError
+from .trial import group_pairs, pair_outcomes
 
-#: Early stop looks at this many first tasks (as ``court.EARLY_STOP_TASKS``).
-EARLY_STOP_TASKS = 4
 
 
 class MergeError(Exception):
@@ -131,28 +134,19 @@ def recompute(store: Store, source: dict[str, Any], warnings: list[str]) -> tupl
     """Decide the verdict of ``source``'s (suite, model) again from its session's recorded runs.
 
     Returns (Verdict, judgments used as dicts)."""
-    from .court import pair_outcomes
-    from .judge import Judgment
-    from .verdict import decide
-
     runs = [tr.record for tr in store.trial_runs(source["trial"], suite=source["suite"],
                                                  model=source["model"])]
-    by_pair: dict[tuple[str, int], dict[str, Any]] = {}
-    for rec in runs:
-        by_pair.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
-    judged: dict[tuple[str, int], Any] = {}
-    for (task_id, rep), arms in by_pair.items():
-        w, wo = arms.get("with"), arms.get("without")
-        if w is None or wo is None or not (w.needs_judge or wo.needs_judge):
-            continue
-        stored = store.judgment_for_runs(w.run_id, wo.run_id)
-        if stored is not None:
-            judged[(task_id, rep)] = Judgment.from_dict(stored)
-    pairs = pair_outcomes(runs, judged)
+    pairs = group_pairs(runs, lambda w, wo: _judgment(store, w, wo))
     early = _first_tasks(source, store.trial_info(source["trial"]), warnings)
-    verdict = decide(pairs, early_stop_tasks=early)
-    used = [{"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())]
+    verdict = decide(pair_outcomes(pairs), early_stop_tasks=early)
+    used = [{"task": p.task_id, "rep": p.rep, **p.judgment} for p in pairs if p.judgment is not None]
     return verdict, used
+
+
+def _judgment(store: Store, with_run: RunRecord, without_run: RunRecord) -> dict[str, Any] | None:
+    """The stored judgment of a pair, as ``Judgment.to_dict()`` (checked), or None."""
+    stored = store.judgment_for_runs(with_run.run_id, without_run.run_id)
+    return None if stored is None else Judgment.from_dict(stored).to_dict()
 
 
 def merge_stores(inputs: Sequence[Path], output: Path, *, force: bool = False) -> MergeResult:
@@ -259,7 +253,7 @@ def _verdict_data(store: Store, source: dict[str, Any], verdict: Any, used: list
         "failed": verdict.kind.value == "HURTS" if not same else bool(old.get("failed")),
         "cause": old.get("cause") if same else None, "judgments": used,
         "first_tasks": old.get("first_tasks"), "merged_from": source["trial"],
-        "made_at": utcnow(),
+        "made_at": utc_now(),
     }
 
 

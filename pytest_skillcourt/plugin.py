@@ -12,8 +12,6 @@ import pytest
 from .options import pytest_addoption  # noqa: F401  (hook re-exported for pytest)
 
 PLUGIN_NAME = "skill-court"
-#: The running court (only with --skill-court).
-COURT_KEY = pytest.StashKey["SkillCourt"]()  # type: ignore[name-defined]  # noqa: F821
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -21,8 +19,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "skill_court: an item made by pytest-skillcourt (a run or a verdict)")
     if not config.getoption("skill_court", default=False):
         return
-    from .court import SkillCourt
     from .options import load_settings
+    from .session import COURT_KEY, SkillCourt
 
     court = SkillCourt(config, load_settings(config))
     config.stash[COURT_KEY] = court
@@ -30,6 +28,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if not config.getoption("skill_court", default=False):
+        return
+    from .session import COURT_KEY
+
     court = config.stash.get(COURT_KEY, None)
     if court is not None:
         config.pluginmanager.unregister(court)

@@ -42,15 +42,15 @@ Rules this module keeps:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_skillcourt.atomic import write_atomic
+from pytest_skillcourt.clock import utc_now
+from pytest_skillcourt.locks import locked
 
 #: The newest file format this code reads and writes.
 SUPPORTED_VERSION = 1
@@ -135,11 +135,6 @@ def model_key(model: str) -> str:
     if text == ALL_MODELS:
         return ALL_MODELS
     return text.rsplit("/", 1)[-1].strip().lower()
-
-
-def now_utc() -> str:
-    """The current time in the file's format, ``2026-11-30T12:00:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def default_path(rootdir: Path) -> Path:
@@ -295,22 +290,9 @@ def find(entries: Sequence[QuarantineEntry], skill: str, model: str) -> Quaranti
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold the inter-process lock of the quarantine file at ``path``.
-
-    The lock lives on a side file that is never removed: removing it would let
-    two writers lock two different inodes.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """Hold the inter-process lock of the quarantine file at ``path`` (a side file)."""
+    with locked(path.with_name(path.name + ".lock")):
         yield
-    finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
 
 
 def _write_document(path: Path, doc: _Document) -> None:
@@ -418,14 +400,14 @@ def quarantine(
         if index is None:
             entry = QuarantineEntry(
                 skill=skill, model=model, skill_hash=skill_hash, verdict=VERDICT_MANUAL, reason=reason,
-                cause=None, line=None, set_by=SET_BY_HAND, trial=None, since=now_utc(),
+                cause=None, line=None, set_by=SET_BY_HAND, trial=None, since=utc_now(),
             )
             entries.append(entry)
         else:
             old = entries[index]
             entry = replace(
                 old, set_by=SET_BY_HAND, reason=reason, skill_hash=skill_hash or old.skill_hash,
-                since=old.since if old.set_by == SET_BY_HAND and old.since else now_utc(),
+                since=old.since if old.set_by == SET_BY_HAND and old.since else utc_now(),
             )
             entries[index] = entry
         _write_document(path, _Document(entries=entries, extra=doc.extra))
@@ -450,3 +432,68 @@ def release(path: Path, skill: str, *, model: str | None = None) -> list[Quarant
             kept = [e for e in doc.entries if not any(e is r for r in removed)]
             _write_document(path, _Document(entries=kept, extra=doc.extra))
     return removed
+
+
+# -- trial -> quarantine policy (``--skill-court-apply``) ----------------------
+
+
+@dataclass(frozen=True)
+class TrialVerdict:
+    """What the policy needs of one verdict of a session."""
+
+    skill: str
+    model: str
+    kind: str  # "HELPS" | "HURTS" | "NEUTRAL" | "INCONCLUSIVE"
+    skill_hash: str
+    reason: str
+    cause: str | None = None
+    line: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """The changes one session's verdicts ask of the quarantine file."""
+
+    hurts: tuple[QuarantineEntry, ...]
+    cleared: tuple[tuple[str, str], ...]
+    #: why a clearance was dropped: models sharing a quarantine key disagreed
+    notes: tuple[str, ...] = ()
+
+
+def plan_trial(verdicts: Sequence[TrialVerdict], existing: Sequence[QuarantineEntry], *,
+               trial: str) -> TrialPlan:
+    """The quarantine changes of a session's verdicts (pure: nothing is read or written).
+
+    A HURTS verdict adds (or refreshes) an entry set by the trial.  A later
+    HELPS or NEUTRAL on a *changed* skill (its hash differs from the entry's)
+    lifts the entry a trial set for that model; an unchanged skill keeps its
+    entry (a lucky re-run is not new evidence about the same bytes), an
+    INCONCLUSIVE verdict changes nothing, and an entry set by hand is never
+    touched.
+
+    Two configured models can share one quarantine key (``openai/gpt-4.1-mini``
+    and ``azure/gpt-4.1-mini`` are both ``gpt-4.1-mini``, the name Hermes
+    matches).  They are one model for the file: when one hurts and another
+    would lift, HURTS wins and a note says so.
+    """
+    hurts: dict[tuple[str, str], QuarantineEntry] = {}
+    cleared: set[tuple[str, str]] = set()
+    for v in verdicts:
+        key = (v.skill, model_key(v.model))
+        if v.kind == "HURTS":
+            hurts.setdefault(key, QuarantineEntry(
+                skill=v.skill, model=key[1], skill_hash=v.skill_hash, verdict="hurts",
+                reason=v.reason, cause=v.cause, line=v.line, set_by=SET_BY_TRIAL,
+                trial=trial, since=utc_now()))
+        elif v.kind in ("HELPS", "NEUTRAL"):
+            for e in existing:
+                if (e.skill == v.skill and e.set_by == SET_BY_TRIAL and not e.every_model
+                        and model_key(e.model) == key[1] and e.skill_hash != v.skill_hash):
+                    cleared.add(key)
+    notes = []
+    for key in sorted(cleared & hurts.keys()):
+        models = sorted({v.model for v in verdicts if (v.skill, model_key(v.model)) == key})
+        notes.append(f"{key[0]}: models {', '.join(models)} share the quarantine key {key[1]!r} "
+                     "and disagree; HURTS wins, so the skill stays hidden from it")
+    return TrialPlan(hurts=tuple(hurts.values()), cleared=tuple(sorted(cleared - hurts.keys())),
+                     notes=tuple(notes))

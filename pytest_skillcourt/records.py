@@ -14,7 +14,10 @@ NO_ANSWER = "no_answer"  # the model never answered: left out, not held against 
 NO_OUTCOME = "no_outcome"  # ran, but could not be scored (capture failed, check could not run)
 HARNESS_ERROR = "error"  # the sandbox or harness broke: the item fails
 
-ARMS = ("with", "without")
+#: The two arms of a pair: the library as is, and the skill under test hidden.
+ARM_WITH = "with"
+ARM_WITHOUT = "without"
+ARMS = (ARM_WITH, ARM_WITHOUT)
 
 
 @dataclass

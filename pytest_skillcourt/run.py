@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
 
-from . import __version__
+from .clock import utc_now
 from .agent.client import ChatClient, ModelSpec
 from .options import Settings
 from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
@@ -51,39 +47,6 @@ class RunContext:
     @property
     def timeout(self) -> float:
         return float(self.suite.timeout or self.settings.timeout)
-
-
-def cache_key(ctx: RunContext) -> str:
-    """Everything that can change a run's result (SPEC 11).
-
-    The visible library enters by what every run sees of it: each visible
-    skill's name, category and description (the skills index and
-    ``skills_list``).  Skill *bodies* are not in the key: a run records the
-    skills it read (``RunRecord.loaded_skills``, see ``agent/reads.py``) and
-    is reused only while their hashes hold.  So editing a skill's body replays
-    just the runs that read it (typically its own ``with`` arm); editing its
-    description replays every run that can see it; runs it is hidden from
-    (its own ``without`` arm) are never replayed.
-    """
-    from .agent.prompt import template_hash
-
-    visible = {s.name: [s.category, s.description] for s in ctx.library.visible(ctx.hidden)}
-    s = ctx.settings
-    parts: dict[str, Any] = {
-        "task": ctx.task.content_hash(ctx.suite.setup),
-        "arm": ctx.arm,
-        "skill": ctx.suite.skill,
-        "visible": visible,
-        "model": ctx.model.label,
-        "base_url": ctx.model.base_url,
-        "runner": f"{s.agent.value}/{__version__}",
-        "template": template_hash(),
-        "image": ctx.image_id,
-        "backend": ctx.backend,
-        "rep": ctx.rep,
-        "limits": [ctx.timeout, s.max_iterations, s.memory_mb, s.pids, s.cpus],
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def price(settings: Settings, model: ModelSpec, input_tokens: int, output_tokens: int,
@@ -130,7 +93,7 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
         suite=ctx.suite_rel, task_id=ctx.task.id, arm=ctx.arm, rep=ctx.rep,
         model=ctx.model.label, status=HARNESS_ERROR, runner=ctx.settings.agent.value,
         image=ctx.image if ctx.backend == "docker" else None, backend=ctx.backend,
-        started_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        started_at=utc_now(),
     )
     start = time.monotonic()
     s = ctx.settings

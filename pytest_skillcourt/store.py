@@ -13,12 +13,12 @@ import json
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from .clock import utc_now
 from .records import RunRecord
+from .trial import TrialRun
 
 #: Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -97,16 +97,6 @@ class StoreError(Exception):
     """The store cannot be used; the message names the file and the fix."""
 
 
-def utcnow() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class TrialRun:
-    """A run as used by one session (fresh or from the cache)."""
-
-    record: RunRecord
-    cached: bool
 
 
 class Store:
@@ -193,11 +183,11 @@ class Store:
         with self._write() as db:
             db.execute("INSERT OR IGNORE INTO trials(trial, started_at, rootdir, argv, skills_dir) "
                        "VALUES (?,?,?,?,?)",
-                       (trial, utcnow(), rootdir, json.dumps(list(argv)), skills_dir))
+                       (trial, utc_now(), rootdir, json.dumps(list(argv)), skills_dir))
 
     def finish_trial(self, trial: str) -> None:
         with self._write() as db:
-            db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utcnow(), trial))
+            db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utc_now(), trial))
 
     def trial_info(self, trial: str) -> dict[str, Any] | None:
         """The trials row of ``trial`` (argv decoded), or None."""
@@ -235,7 +225,7 @@ class Store:
                      record.task_id, record.arm, record.rep, record.model, record.status,
                      None if record.outcome is None else int(record.outcome), record.cost_usd,
                      int(record.priced), record.input_tokens, record.output_tokens,
-                     int(record.cacheable), utcnow(), record.to_json()))
+                     int(record.cacheable), utc_now(), record.to_json()))
             db.execute(
                 "INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
                 "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -302,7 +292,7 @@ class Store:
                 "input_tokens, output_tokens, cost_usd, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (key, trial, with_run, without_run, data.get("winner"),
                  int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
-                 utcnow(), json.dumps(data, ensure_ascii=False)))
+                 utc_now(), json.dumps(data, ensure_ascii=False)))
 
     # -- causes ---------------------------------------------------------------
 
@@ -314,7 +304,7 @@ class Store:
     def record_cause(self, key: str, *, trial: str, data: dict[str, Any]) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data) VALUES (?,?,?,?)",
-                       (key, trial, utcnow(), json.dumps(data, ensure_ascii=False)))
+                       (key, trial, utc_now(), json.dumps(data, ensure_ascii=False)))
 
     # -- verdicts -------------------------------------------------------------
 
@@ -324,7 +314,7 @@ class Store:
             db.execute(
                 "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
                 "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
-                (trial, skill, model, suite, skill_hash, suite_hash, kind, utcnow(),
+                (trial, skill, model, suite, skill_hash, suite_hash, kind, utc_now(),
                  json.dumps(data, ensure_ascii=False)))
 
     def latest_verdicts(self, *, by: str = "skill") -> list[dict[str, Any]]:
@@ -363,7 +353,7 @@ class Store:
         with self._write() as db:
             db.execute("INSERT INTO quarantine_history(at, action, skill, model, trial, data) "
                        "VALUES (?,?,?,?,?,?)",
-                       (utcnow(), action, skill, model, trial, json.dumps(data, ensure_ascii=False)))
+                       (utc_now(), action, skill, model, trial, json.dumps(data, ensure_ascii=False)))
 
     # -- appeals (SPEC 15) ----------------------------------------------------
 
@@ -391,7 +381,7 @@ class Store:
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (skill, model, verdict_id, verdict_trial, skill_md,
                  hashlib.sha256(original).hexdigest(), original, hashlib.sha256(draft).hexdigest(),
-                 draft, diff, decision, reason, draft_trial, draft_verdict, "new", utcnow(),
+                 draft, diff, decision, reason, draft_trial, draft_verdict, "new", utc_now(),
                  json.dumps(data, ensure_ascii=False)))
             return int(cur.lastrowid or 0)
 
@@ -428,7 +418,7 @@ class Store:
             raise ValueError(f"appeal status: expected 'applied' or 'undone', got {status!r}")
         with self._write() as db:
             db.execute(f"UPDATE appeals SET status = ?, {column} = ? WHERE id = ?",
-                       (status, utcnow(), appeal_id))
+                       (status, utc_now(), appeal_id))
             if data is not None:
                 db.execute("UPDATE appeals SET data = ? WHERE id = ?",
                            (json.dumps(data, ensure_ascii=False), appeal_id))

@@ -18,7 +18,7 @@ import scipy.stats  # noqa: F401
 import yaml  # noqa: F401
 
 import pytest
-import pytest_skillcourt.court  # noqa: F401
+import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
 from tests.llm_server import LLMServer, Reply
 from tests.sandbox_image import require_bwrap

@@ -23,7 +23,7 @@ import pytest
 
 # Imported before any in-process pytester run: one first imported inside it is dropped from
 # sys.modules afterwards while the package keeps the old object, which confuses later tests.
-import pytest_skillcourt.court  # noqa: F401
+import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
 from pytest_skillcourt import appeal as ap
 from pytest_skillcourt.cli import main

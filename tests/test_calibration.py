@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_skillcourt import calibrated
-from pytest_skillcourt.calibration import (
+from pytest_skillcourt.stats import calibrated
+from bench.calibration import (
     REACH,
     Cell,
     calibrate_cell,
@@ -24,11 +24,11 @@ from pytest_skillcourt.calibration import (
     token_side_bound,
     worst_over_levels,
 )
-from pytest_skillcourt.verdict import (
+from pytest_skillcourt.stats.verdict import (
     PairOutcome,
     VerdictKind,
     _success_sign,
-    _t_quantile,
+    t_quantile,
     bootstrap_tail,
     decide,
     expanded_alpha,
@@ -56,7 +56,7 @@ def test_multisets_are_every_multiset_once(n: int, reps: int) -> None:
 def test_enumeration_decides_every_table_exactly_as_decide(n: int, reps: int) -> None:
     """The FFT tails equal decide()'s direct convolution, and the shipped rule's sign on every
     multiset is what decide() says on a real table with it: the exact figures are decide()'s."""
-    cell = Cell.build(n, reps, _t_quantile(n, 0.95))
+    cell = Cell.build(n, reps, t_quantile(n, 0.95))
     signs = cell.signs(*success_rule(n, reps))
     kinds = {1: VerdictKind.HELPS, -1: VerdictKind.HURTS, 0: VerdictKind.NEUTRAL}
     ks = np.arange(-reps, reps + 1)
@@ -85,7 +85,7 @@ def test_exact_null_rates_have_their_known_values() -> None:
     """The expanded percentile alone: 3 x 3 is "all on one side", 2 P(d > 0)^3 at p = 0.5;
     1 rep at 3 tasks 2 (1/4)^3; the others as measured (and as the old per-table loop gave)."""
     def exp_alone(n: int, reps: int) -> tuple[float, float]:
-        cell = Cell.build(n, reps, _t_quantile(n, 0.95))
+        cell = Cell.build(n, reps, t_quantile(n, 0.95))
         return worst_over_levels(null_rate(cell, cell.signs(False, expanded_alpha(n) / 2) != 0))
 
     assert exp_alone(3, 3)[0] == pytest.approx(0.0812378, abs=1e-6)
@@ -97,7 +97,7 @@ def test_exact_null_rates_have_their_known_values() -> None:
 
 
 def test_null_rate_is_symmetric_in_p_and_power_in_the_effect() -> None:
-    cell = Cell.build(6, 3, _t_quantile(6, 0.95))
+    cell = Cell.build(6, 3, t_quantile(6, 0.95))
     calls = cell.signs(*success_rule(6, 3))
     rate = null_rate(cell, calls != 0)
     ps = np.array([0.2, 0.3, 0.45])
@@ -115,7 +115,7 @@ def test_token_reserve_is_an_upper_bound_that_falls_with_tasks() -> None:
     from scipy import stats
 
     n, sigma = 10, 0.5
-    exact = stats.nct.sf(_t_quantile(n, 0.95), n - 1, -math.log(1.25) * math.sqrt(n) / (sigma * math.sqrt(2)))
+    exact = stats.nct.sf(t_quantile(n, 0.95), n - 1, -math.log(1.25) * math.sqrt(n) / (sigma * math.sqrt(2)))
     assert exact < b10 < exact + 6 * math.sqrt(exact / 400_000)
 
 

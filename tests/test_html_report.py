@@ -20,8 +20,8 @@ from pytest_skillcourt.records import ANSWERED, INCOMPLETE, NO_OUTCOME, RunRecor
 from pytest_skillcourt.report.html import (ANSWER_CHARS, PLOT_X0, PLOT_X1, TOKEN_AXIS_MAX, court_data,
                                            diff_plot, pair_entry, render_html, store_data, task_entries,
                                            token_plot)
-from pytest_skillcourt.store import TrialRun
-from pytest_skillcourt.verdict import Verdict, VerdictKind
+from pytest_skillcourt.trial import TrialRun
+from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
 
 EVIL = "<script>alert('x')</script>"
 

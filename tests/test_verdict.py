@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_skillcourt.verdict import (
+from pytest_skillcourt.stats.verdict import (
     PairOutcome,
     Verdict,
     VerdictKind,
@@ -423,7 +423,7 @@ def test_in_a_calibrated_cell_decide_is_the_expanded_percentile(n: int, reps: in
     rate is the expanded percentile's (<= 5%)."""
     import itertools
 
-    from pytest_skillcourt.verdict import success_rule, t_interval
+    from pytest_skillcourt.stats.verdict import success_rule, t_interval
 
     assert success_rule(n, reps) == (False, expanded_alpha(n) / 2)
     ks = list(itertools.combinations_with_replacement(range(-reps, reps + 1), n))
@@ -450,7 +450,7 @@ def test_a_calibrated_tail_below_the_expanded_level_is_what_decide_uses() -> Non
     calls on fewer tables, and decide() follows the table's tail, not alpha'/2."""
     import itertools
 
-    from pytest_skillcourt.calibrated import CELLS
+    from pytest_skillcourt.stats.calibrated import CELLS
 
     guard, tail = CELLS[(10, 1)]
     a = expanded_alpha(10) / 2
@@ -481,7 +481,7 @@ def test_outside_the_table_decide_keeps_the_hull() -> None:
     assert v.kind is VerdictKind.NEUTRAL
     # Outside the reach (mixed reps, 6 reps, 41 tasks with 1 rep) and at another confidence:
     # the hull at the expanded level.
-    from pytest_skillcourt.verdict import success_rule
+    from pytest_skillcourt.stats.verdict import success_rule
 
     for n, r in ((4, 0), (4, 6), (41, 1), (21, 3)):
         assert success_rule(n, r) == (True, expanded_alpha(n) / 2), (n, r)
@@ -491,7 +491,7 @@ def test_outside_the_table_decide_keeps_the_hull() -> None:
 def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     """4 tasks x 3 reps, one task moved by one rep: the hint's count lands in a calibrated cell
     (16 tasks x 3 reps), and a real table with that distribution at 16 tasks decides there."""
-    import pytest_skillcourt.verdict as verdict
+    import pytest_skillcourt.stats.verdict as verdict
 
     base = (0, 0, 0, 1)
     v = decide(_rep_table(base, 3))

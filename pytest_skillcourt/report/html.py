@@ -37,14 +37,16 @@ Shape of the data dict (every key optional unless noted)::
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from ..clock import utc_now
+
 if TYPE_CHECKING:
-    from ..court import SkillCourt
+    from ..session import SkillCourt
     from ..records import RunRecord
-    from ..store import Store, TrialRun
+    from ..store import Store
+    from ..trial import TrialRun
 
 HTML_DATA_VERSION = 1
 TEMPLATE = "report.html.j2"
@@ -261,7 +263,7 @@ def _used_tasks(verdict: Mapping[str, Any], first_tasks: Sequence[str]) -> list[
 
 def court_data(court: "SkillCourt") -> dict[str, Any]:
     """The data dict of this session's verdicts (controller, after the verdicts)."""
-    from ..verdicts import outcome_dict
+    from ..controller import outcome_dict
 
     s = court.settings
     store = court.store()
@@ -282,7 +284,7 @@ def court_data(court: "SkillCourt") -> dict[str, Any]:
     changed, lifted = court.quarantine_changes
     return {
         "version": HTML_DATA_VERSION, "trial": court.trial,
-        "started_at": info.get("started_at"), "generated_at": _now(),
+        "started_at": info.get("started_at"), "generated_at": utc_now(),
         "models": list(s.models), "sandbox": court.backend,
         "agent": getattr(s.agent, "value", str(s.agent)),
         "judge_model": s.judge_model, "store": court.rel(s.store),
@@ -322,15 +324,13 @@ def store_data(store: "Store", trial: str, prompts: Mapping[str, Mapping[str, st
     backends = {tr.record.backend for tr in store.trial_runs(trial) if tr.record.backend}
     return {
         "version": HTML_DATA_VERSION, "trial": trial, "started_at": info.get("started_at"),
-        "generated_at": _now(), "models": models,
+        "generated_at": utc_now(), "models": models,
         "sandbox": ", ".join(sorted(backends)) or None,
         "store": str(store.path), "spend_usd": round(store.spend(trial), 6),
         "errors": [], "verdicts": verdicts,
     }
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # --------------------------------------------------------------------------- rendering

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 from ..atomic import write_atomic
 
 if TYPE_CHECKING:
-    from ..court import SkillCourt
+    from ..session import SkillCourt
 
 JSON_VERSION = 1
 
 
 def results(court: "SkillCourt") -> dict[str, Any]:
-    from ..verdicts import outcome_dict
+    from ..controller import outcome_dict
 
     return {
         "version": JSON_VERSION,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .terminal import rows
 
 if TYPE_CHECKING:
-    from ..court import SkillCourt
+    from ..session import SkillCourt
 
 
 def markdown_table(court: "SkillCourt") -> str:

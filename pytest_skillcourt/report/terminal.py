@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..court import SkillCourt
+    from ..session import SkillCourt
 
 
 def _pct(x: float) -> str:

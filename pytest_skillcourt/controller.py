@@ -19,7 +19,7 @@ from .options import FailOn
 from .records import ANSWERED, INCOMPLETE, RunRecord
 
 if TYPE_CHECKING:
-    from .court import Outcome, SkillCourt, Target
+    from .session import Outcome, SkillCourt, Target
 
 JUDGE_WORKERS = 4
 
@@ -125,14 +125,7 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
                              data=outcome_dict(outcome))
         emit_report(session, outcome)
     if s.apply:
-        from .apply import apply_quarantine
-        from .quarantine import QuarantineFileError
-
-        try:
-            apply_quarantine(court)
-        except QuarantineFileError as err:  # the file is left as it was; the session fails
-            court.errors.append(f"--skill-court-apply wrote nothing: {err}")
-            session.testsfailed += 1
+        apply_quarantine(court, session)
     if s.json_path:
         from .report.json_report import write_json
 
@@ -148,35 +141,65 @@ def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
         append_step_summary(court, summary)
 
 
+def apply_quarantine(court: "SkillCourt", session: pytest.Session) -> None:
+    """``--skill-court-apply``: carry this session's verdicts into the quarantine file.
+
+    Never raises: a file that cannot be written is left as it was, and the
+    session fails with the reason (the verdicts are already reported)."""
+    from .quarantine import QuarantineFileError, TrialVerdict, apply_trial, plan_trial, read_entries
+
+    path = court.settings.quarantine
+    try:
+        verdicts = [TrialVerdict(skill=o.skill, model=o.target.model, kind=o.kind.value,
+                                 skill_hash=o.skill_hash, reason=o.verdict.line,
+                                 cause=o.cause.cause if o.cause else None,
+                                 line=o.cause.line if o.cause else None) for o in court.outcomes]
+        plan = plan_trial(verdicts, read_entries(path), trial=court.trial)
+        changed, lifted = apply_trial(path, hurts=plan.hurts, cleared=plan.cleared)
+    except (QuarantineFileError, OSError, ValueError) as err:
+        court.errors.append(f"--skill-court-apply wrote nothing: {err}")
+        session.testsfailed += 1
+        return
+    court.errors.extend(plan.notes)
+    store = court.store()
+    for action, entries in (("quarantine", changed), ("lift", lifted)):
+        for e in entries:
+            store.record_quarantine_change(action=action, skill=e.skill, model=e.model,
+                                           trial=court.trial, data=e.to_dict())
+    court.quarantine_changes = (changed, lifted)
+
+
 def decide_target(court: "SkillCourt", target: "Target", runs: list[RunRecord], cached: int,
                   judgments: dict[tuple[str, str, int], Any]) -> "Outcome":
     """The verdict of one skill on one model from this session's recorded runs."""
-    from .court import Outcome, pair_outcomes
-    from .verdict import VerdictKind, decide
+    from .trial import Outcome, group_pairs, pair_outcomes
+    from .stats.verdict import VerdictKind, decide
 
     s = court.settings
     suite = court.suite(target.suite_rel)
     skill = court.library().get(suite.skill)
     judged = {(t, r): j for (n, t, r), j in judgments.items() if n == target.nodeid}
-    pairs = pair_outcomes(runs, judged)
+    pairs = pair_outcomes(group_pairs(runs, lambda w, wo: judged[(w.task_id, w.rep)].to_dict()
+                                      if (w.task_id, w.rep) in judged else None))
     early = target.first_tasks if s.early_stop and len(target.first_tasks) == 4 else None
     verdict = decide(pairs, early_stop_tasks=early)
-    outcome = Outcome(
+    cause = None
+    if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
+        try:
+            cause = explain(court, target, runs, pairs, skill)
+        except Exception as err:  # a verdict without its cause is still a verdict
+            court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
+    fail_on = s.fail_on
+    return Outcome(
         target=target, skill=suite.skill, verdict=verdict,
         skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
         cached_runs=cached, fresh_runs=len(runs) - cached,
         spend=sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial),
-        judgments=[{"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())],
+        judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())),
+        cause=cause,
+        failed=(verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
+            verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE),
     )
-    if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
-        try:
-            outcome.cause = explain(court, target, runs, pairs, skill)
-        except Exception as err:  # a verdict without its cause is still a verdict
-            court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
-    fail_on = s.fail_on
-    outcome.failed = (verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
-        verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE)
-    return outcome
 
 
 def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs: list[Any], skill: Any) -> Any:
@@ -199,7 +222,8 @@ def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs:
         skill_md = skill.skill_md.read_text(encoding="utf-8")
     except OSError:
         return None
-    from .cause import CAUSE_PROMPT_VERSION, Cause
+    from .cause import CAUSE_PROMPT_VERSION
+    from .trial import Cause
 
     # Cached like judgments: same runs, judge and SKILL.md bytes give the same question.
     key = hashlib.sha256(json.dumps([w.cache_key, wo.cache_key, judge.label, judge.base_url,
@@ -217,16 +241,7 @@ def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs:
 
 def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
     """JSON-ready description of one verdict (store, JSON report, HTML)."""
-    return {
-        "skill": outcome.skill, "model": outcome.target.model, "suite": outcome.target.suite_rel,
-        "nodeid": outcome.target.nodeid, "skill_hash": outcome.skill_hash,
-        "suite_hash": outcome.suite_hash, "verdict": outcome.verdict.to_dict(),
-        "cached_runs": outcome.cached_runs, "fresh_runs": outcome.fresh_runs,
-        "spend_usd": round(outcome.spend, 6), "failed": outcome.failed,
-        "cause": outcome.cause.to_dict() if outcome.cause is not None else None,
-        "judgments": outcome.judgments, "first_tasks": list(outcome.target.first_tasks),
-        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    return outcome.to_dict()
 
 
 def verdict_text(outcome: "Outcome") -> str:

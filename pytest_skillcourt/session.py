@@ -14,50 +14,22 @@ import hashlib
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator, Iterator
 
 import pytest
 
+from .cache import run_key, still_valid
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem
 from .options import Settings
-from .plugin import COURT_KEY  # noqa: F401  (re-exported for collect.py)
-from .records import ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
+from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .skills import Library, load_library
+from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds
 from .suite import Suite, load_suite
+from .trial import Outcome, Target, group_pairs, pair_outcomes
 
-EARLY_STOP_TASKS = 4
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
-
-
-@dataclass
-class Target:
-    """A verdict to produce: one skill (suite) on one model."""
-
-    nodeid: str
-    suite_rel: str
-    model: str
-    first_tasks: tuple[str, ...]
-
-
-@dataclass
-class Outcome:
-    """A verdict and everything shown about it."""
-
-    target: Target
-    skill: str
-    verdict: Any  # verdict.Verdict
-    skill_hash: str
-    suite_hash: str
-    cached_runs: int
-    fresh_runs: int
-    spend: float
-    cause: Any = None  # cause.Cause | None
-    judgments: list[dict[str, Any]] = field(default_factory=list)
-    skipped_early: int = 0
-    failed: bool = False
 
 
 class SkillCourt:
@@ -201,7 +173,7 @@ class SkillCourt:
             return None
         if not any(part in self.settings.suite_dirs for part in file_path.parent.parts):
             return None
-        return SuiteFile.from_parent(parent, path=file_path)
+        return SuiteFile.from_parent(parent, path=file_path, court=self)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -308,7 +280,7 @@ class SkillCourt:
 
     def run_item(self, item: RunItem) -> None:
         """Execute (or reuse) one run and turn it into the item's outcome."""
-        from .run import RunContext, cache_key, execute_run
+        from .run import RunContext, execute_run
 
         s = self.settings
         suite, run = item.suite, item.run
@@ -325,9 +297,9 @@ class SkillCourt:
                          task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
                          trial=self.trial, backend=backend, image=image,
                          image_id=self.image_id(image))
-        key = cache_key(ctx)
+        key = run_key(ctx)
         record: RunRecord | None = None if s.fresh else store.cached_run(key)
-        if record is not None and not self._still_valid(record):
+        if record is not None and not still_valid(record, self.library()):
             record = None  # a skill it read has changed since
         cached = record is not None
         if record is None:
@@ -354,15 +326,6 @@ class SkillCourt:
                 reason = f"left out, not held against the skill: {reason}"
             pytest.skip(f"no outcome: {reason}")
 
-    def _still_valid(self, record: RunRecord) -> bool:
-        """A cached run holds while every skill it read still has the same bytes."""
-        library = self.library()
-        for name, digest in record.loaded_skills.items():
-            skill = library.get(name)
-            if skill is None or skill.hash != digest:
-                return False
-        return True
-
     def _check_budget(self, store: Any) -> None:
         s = self.settings
         spent = store.spend(self.trial)
@@ -386,10 +349,9 @@ class SkillCourt:
         first = self._first_tasks.get((run.suite_rel, run.model), ())
         if len(first) < EARLY_STOP_TASKS or run.task_id in first:
             return
-        from .verdict import early_stop_holds
 
         reps = item.suite.reps or 1
-        needed = {(t, arm, rep) for t in first for arm in ("with", "without") for rep in range(1, reps + 1)}
+        needed = {(t, arm, rep) for t in first for arm in ARMS for rep in range(1, reps + 1)}
         deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
         store = self.store()
         while True:
@@ -400,7 +362,7 @@ class SkillCourt:
             time.sleep(POLL_S)
         if not needed <= have:
             return
-        pairs = pair_outcomes([r for r in runs if r.task_id in first], {})
+        pairs = pair_outcomes(group_pairs(r for r in runs if r.task_id in first))
         if len(pairs) == len(first) * reps and early_stop_holds(pairs):
             item.user_properties.append(("early_stop", "true"))
             pytest.skip("early stop: the first four tasks ended the same way in both arms with "
@@ -412,7 +374,7 @@ class SkillCourt:
         if self.is_worker:
             out = getattr(self.config, "workeroutput", None)
             if out is not None:
-                out["skill_court_targets"] = [vars(t) for t in self.targets.values()]
+                out["skill_court_targets"] = [t.to_dict() for t in self.targets.values()]
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -458,9 +420,8 @@ class SkillCourt:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         for raw in (getattr(node, "workeroutput", None) or {}).get("skill_court_targets", []):
-            raw = dict(raw)
-            raw["first_tasks"] = tuple(raw.get("first_tasks") or ())
-            self.targets.setdefault(raw["nodeid"], Target(**raw))
+            target = Target.from_dict(raw)
+            self.targets.setdefault(target.nodeid, target)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
@@ -469,7 +430,7 @@ class SkillCourt:
             session.testscollected += len(self.targets)
         result = yield
         if not self.is_worker and not session.config.option.collectonly:
-            from .verdicts import produce_verdicts
+            from .controller import produce_verdicts
 
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             if not interrupted:
@@ -490,35 +451,5 @@ class SkillCourt:
         write_summary(terminalreporter, self)
 
 
-def pair_outcomes(runs: list[RunRecord], judged: dict[tuple[str, int], Any]) -> list[Any]:
-    """Pairs (same task and rep) where both arms have an outcome.
-
-    ``judged`` maps (task_id, rep) to a judgment for check-less pairs.  A run
-    that did not complete is a failure whatever the judge said.
-    """
-    from .verdict import PairOutcome
-
-    by_key: dict[tuple[str, int], dict[str, RunRecord]] = {}
-    for rec in runs:
-        by_key.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
-    pairs = []
-    for (task_id, rep), arms in sorted(by_key.items()):
-        w, wo = arms.get("with"), arms.get("without")
-        if w is None or wo is None:
-            continue
-        if w.outcome is not None and wo.outcome is not None:
-            ws, wos, source = bool(w.outcome), bool(wo.outcome), "check"
-        elif w.needs_judge or wo.needs_judge:
-            judgment = judged.get((task_id, rep))
-            got = judgment.outcomes() if judgment is not None else None
-            if got is None or w.status not in (ANSWERED, INCOMPLETE) or wo.status not in (ANSWERED, INCOMPLETE):
-                continue
-            ws, wos, source = got[0], got[1], "judge"
-            ws = ws and w.status == ANSWERED
-            wos = wos and wo.status == ANSWERED
-        else:
-            continue
-        pairs.append(PairOutcome(task_id=task_id, rep=rep, with_success=ws, without_success=wos,
-                                 with_tokens=w.tokens, without_tokens=wo.tokens, source=source))
-    return pairs
-
+#: The running court (only with --skill-court), as junitxml keeps ``xml_key`` beside ``LogXML``.
+COURT_KEY = pytest.StashKey[SkillCourt]()

@@ -35,8 +35,8 @@ Success rule
        reps' noise) and ``h = 1/(2 * pairs)`` the continuity correction for
        lattice data; with the guard, the interval is the hull of both parts,
        so a verdict needs both.
-    3. Calibration (``calibrated.CELLS``, ``calibration.calibrate``).  For every
-       cell small enough to enumerate (``calibration.REACH``: 1 rep up to 40
+    3. Calibration (``calibrated.CELLS``, ``bench/calibration.py``).  For every
+       cell small enough to enumerate (``bench/calibration.py`` ``REACH``: 1 rep up to 40
        tasks, 2 to 5 reps up to 20) every outcome table was weighed exactly,
        and the cell uses the most powerful valid rule of the family "bootstrap
        part alone, or with the guard, at the largest tail threshold up to
@@ -90,12 +90,16 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_skillcourt.calibrated import CELLS
+from pytest_skillcourt.stats.calibrated import CELLS
 
 if TYPE_CHECKING:
     import numpy as np
 
 MIN_TASKS = 3
+#: A token ratio beyond x TOKEN_MARGIN (or below 1/TOKEN_MARGIN) is a token effect.
+TOKEN_MARGIN = 1.25
+#: Early stop looks at this many first tasks of a skill.
+EARLY_STOP_TASKS = 4
 #: Resamples for the token interval (continuous data, so no exact form).
 TOKEN_RESAMPLES = 4000
 #: Largest lattice denominator used exactly for d; beyond it (reps counts
@@ -215,7 +219,7 @@ def seed_for(pairs: Sequence[PairOutcome]) -> int:
 
 
 @lru_cache(maxsize=512)
-def _t_quantile(n: int, confidence: float) -> float:
+def t_quantile(n: int, confidence: float) -> float:
     from scipy import stats
 
     return float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1))
@@ -224,7 +228,7 @@ def _t_quantile(n: int, confidence: float) -> float:
 @lru_cache(maxsize=512)
 def expanded_alpha(n: int, confidence: float = 0.95) -> float:
     """Hesterberg's expanded level: ``2 * Phi(sqrt(n/(n-1)) * t_{alpha/2, n-1})``."""
-    return 2 * NormalDist().cdf(-math.sqrt(n / (n - 1)) * _t_quantile(n, confidence))
+    return 2 * NormalDist().cdf(-math.sqrt(n / (n - 1)) * t_quantile(n, confidence))
 
 
 def _nfold(pmf: np.ndarray, n: int) -> np.ndarray:
@@ -385,7 +389,7 @@ def bootstrap_interval(ev: SuccessEvidence, n: int, alpha: float) -> tuple[float
 def t_interval(ev: SuccessEvidence, n: int, confidence: float) -> tuple[float, float]:
     """The guard: ``mean +- (1/(2*pairs) + t_{n-1} * S/sqrt(n))``."""
     h = 1.0 / (2.0 * n * ev.reps_mean)
-    half = h + _t_quantile(n, confidence) * math.sqrt(ev.var(n) / n)
+    half = h + t_quantile(n, confidence) * math.sqrt(ev.var(n) / n)
     return (ev.mean - half, ev.mean + half)
 
 
@@ -437,7 +441,7 @@ def token_interval(x: Sequence[float], seed: int, confidence: float = 0.95,
     b_lo, b_hi = np.quantile(means, [a / 2, 1 - a / 2])
     m = float(arr.mean())
     s = math.sqrt(float(arr.var()) * k / (k - 1))  # the sample sd of n tasks distributed like x
-    half = _t_quantile(k, confidence) * s / math.sqrt(k)
+    half = t_quantile(k, confidence) * s / math.sqrt(k)
     return (min(float(b_lo), m - half), max(float(b_hi), m + half))
 
 
@@ -452,7 +456,7 @@ def _token_hint(x: Sequence[float], seed: int, margin: float, confidence: float)
     s = math.sqrt(sum((v - m) ** 2 for v in x) / n)
     for k in range(1, HINT_MAX_EXTRA + 1):
         # Cheap t check first; the bootstrap part only where the t part passes.
-        half = _t_quantile(n + k, confidence) * s * math.sqrt((n + k) / (n + k - 1)) / math.sqrt(n + k)
+        half = t_quantile(n + k, confidence) * s * math.sqrt((n + k) / (n + k - 1)) / math.sqrt(n + k)
         if (m - half >= lim or m + half <= -lim):
             lo, hi = token_interval(x, seed, confidence, n + k)
             if lo >= lim or hi <= -lim:
@@ -463,7 +467,7 @@ def _token_hint(x: Sequence[float], seed: int, margin: float, confidence: float)
 # --------------------------------------------------------------------------- early stop
 
 
-def early_stop_holds(pairs: Sequence[PairOutcome], *, token_margin: float = 1.25) -> bool:
+def early_stop_holds(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN) -> bool:
     """True when every pair ended the same way in both arms and every task's
     token ratio stayed strictly within the margin.
 
@@ -532,7 +536,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def decide(pairs: Sequence[PairOutcome], *, token_margin: float = 1.25, confidence: float = 0.95,
+def decide(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN, confidence: float = 0.95,
            early_stop_tasks: Sequence[str] | None = None) -> Verdict:
     """The verdict for one skill on one model from all its recorded pairs.
 
