@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .judge import TokenBudget, UnreadableReply, ask_structured, draw_marker, neutralise, tagged
+from .llm import TokenBudget, UnreadableReply, ask_structured, draw_marker, neutralise, tagged
 from .trial import group_pairs, pair_outcomes
 
 #: Part of what is stored with each appeal: bump whenever the prompt or parsing change.
@@ -222,7 +222,7 @@ def parse_draft(text: str) -> str:
     Raises:
         UnreadableReply: anything else, or an empty draft.
     """
-    from .judge import parse_json_object
+    from .llm import parse_json_object
 
     body = text.strip()
     fenced = _MD_FENCE.match(body)

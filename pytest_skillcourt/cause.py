@@ -1,4 +1,5 @@
-"""Why it hurt: the cause of a HURTS verdict and the SKILL.md line behind it (SPEC 10.1).
+"""Why it hurt: the cause of a HURTS verdict and the SKILL.md line behind it
+(README "Judging tasks without a check").
 
 For a skill that made a task fail, the judge model reads the failing ``with``
 run from the moment it loaded the skill to its final answer (cut short), the
@@ -15,7 +16,7 @@ What comes back is not trusted:
   line (at least :data:`MIN_QUOTE` characters) counts as that line.
 
 Unlike the pair judge this prompt names the skill: the question is about it.
-Data goes in marked tags exactly as for the judge (:func:`judge.neutralise`).
+Data goes in marked tags exactly as for the judge (:mod:`pytest_skillcourt.llm`).
 If the skill was never loaded in the transcript, the whole conversation after
 the system prompt is shown and the prompt says the skill was not loaded.
 """
@@ -28,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_skillcourt.agent.client import ChatClient
 from pytest_skillcourt.trial import Cause
-from pytest_skillcourt.judge import (
+from pytest_skillcourt.llm import (
     TokenBudget,
     UnreadableReply,
     ask_structured,
@@ -259,7 +260,7 @@ def cause_messages(*, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
 def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
                skill_name: str, other_answer: str, skill_md: str,
                budget: TokenBudget | None = None) -> Cause | None:
-    """Ask the judge model why the skill made this task fail (SPEC 10.1).
+    """Ask the judge model why the skill made this task fail.
 
     ``transcript`` is the failing ``with`` run in OpenAI message format.  The
     reply is retried once if unreadable.

@@ -1,4 +1,5 @@
-"""The blind judge: which of two runs did the task better (SPEC 9).
+"""The blind judge: which of two runs did the task better (README "Judging tasks
+without a check").
 
 A pair is judged twice, once in each order, by a model that sees the task and,
 per run, its final answer and the files it created or changed, labelled only
@@ -6,50 +7,42 @@ per run, its final answer and the files it created or changed, labelled only
 when both orders pick it; any disagreement (the usual sign of position bias) is
 a tie.  Winner = success, loser = failure, tie = success for both.
 
-Injection resistance.  The rules live in the system prompt; everything taken
-from the task or a run goes in the user message inside tags whose names end in
-a marker drawn per call with :func:`secrets.token_hex`.  Before wrapping, every
-piece of data is passed through :func:`neutralise`, which removes any
-occurrence of the marker (case-insensitively) and defuses text that looks like
-one of our tags with another marker.  So the only occurrences of a real tag in
-the user message are the ones this module writes, and no run can close its own
-section or forge another one, whatever it contains.
+Every request goes through :mod:`pytest_skillcourt.llm`: the task and both runs
+sit in tags ending in a marker drawn per call, each piece neutralised first, so
+no run can close its own section or forge another one, whatever it contains.
 
-Replies are structured: one JSON object ``{"winner": "A"|"B"|"tie",
-"reason": "..."}``, optionally inside a Markdown code fence, parsed strictly (no
-guessing a winner from prose).  An unreadable reply is asked again once; if the
-second one is unreadable too, that order has no pick and the pair has no
-outcome.  Provider errors and an exhausted token budget also leave the pair
-without outcome, with the reason recorded.
+The reply is one JSON object ``{"winner": "A"|"B"|"tie", "reason": "..."}``,
+optionally inside a Markdown code fence, parsed strictly (no guessing a winner
+from prose).  An unreadable reply is asked again once; if the second one is
+unreadable too, that order has no pick and the pair has no outcome.  Provider
+errors and an exhausted token budget also leave the pair without outcome, with
+the reason recorded.
 
-Decisions where the SPEC is silent:
-
-- ``temperature``/``max_tokens``/``response_format`` are not sent: several
-  OpenAI-compatible endpoints (reasoning models, Anthropic's compatibility
-  layer) reject one or the other, and a rejected request would leave every
-  pair without outcome.  Strict parsing plus one retry covers format drift.
-- A final answer longer than :data:`ANSWER_LIMIT` characters is cut in the
-  middle (head and tail kept, the cut announced) so one run cannot push the
-  other out of the judge's context.  Files arrive already capped by the
-  capture (9.1).
-- The token budget is checked before every request and charged after it;
-  requests already in flight when the cap is reached complete, so a session
-  may end slightly above the cap (by at most ``max_workers`` requests).
+A final answer longer than :data:`ANSWER_LIMIT` characters is cut in the middle
+(head and tail kept, the cut announced) so one run cannot push the other out of
+the judge's context.  Files arrive already capped by the capture.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
-import re
 import secrets
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
-from pytest_skillcourt.agent.client import ChatClient, ProviderError
+from pytest_skillcourt.agent.client import ChatClient
+from pytest_skillcourt.llm import (
+    TokenBudget,
+    UnreadableReply,
+    ask_structured,
+    cut_middle,
+    draw_marker,
+    neutralise,
+    parse_json_object,
+    tagged,
+)
 
 #: Part of the judgment cache key: bump whenever the prompts or parsing change.
 JUDGE_PROMPT_VERSION = "judge-1"
@@ -59,14 +52,6 @@ ANSWER_LIMIT = 20_000
 
 ARMS = ("with", "without")
 PICKS = ("A", "B", "tie")
-
-_REPLACEMENT = "[marker removed]"
-# Names of the tags this module writes; text in data that looks like one of
-# them (with any suffix) gets its "<" escaped so it cannot pass for structure.
-_TAG_NAMES = ("task", "run_a", "run_b", "answer", "file", "binary_files",
-              "transcript", "other_answer", "skill_md")
-_FAKE_TAG = re.compile(r"<(\s*/?\s*(?:" + "|".join(_TAG_NAMES) + r")_)", re.IGNORECASE)
-_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```\Z", re.DOTALL)
 
 
 # --------------------------------------------------------------------------
@@ -80,48 +65,6 @@ class RunView:
     answer: str
     files: tuple[tuple[str, str], ...] = ()  # (path, text), already capped by the capture
     binary: tuple[str, ...] = ()  # binary files, by name only
-
-
-# --------------------------------------------------------------------------
-# token budget
-
-
-class TokenBudget:
-    """A thread-safe cap on judge tokens (input + output) for one session.
-
-    ``limit`` None means unlimited.  :meth:`exhausted` is checked before each
-    request and :meth:`charge` called after it.
-    """
-
-    def __init__(self, limit: int | None) -> None:
-        if limit is not None and limit < 0:
-            raise ValueError(f"judge token budget: expected a limit >= 0 or None, got {limit}")
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    @property
-    def used(self) -> int:
-        """Tokens charged so far."""
-        with self._lock:
-            return self._used
-
-    def exhausted(self) -> bool:
-        """True once the tokens charged reach the limit."""
-        with self._lock:
-            return self.limit is not None and self._used >= self.limit
-
-    def charge(self, n: int) -> None:
-        """Add ``n`` tokens (negative values are refused)."""
-        if n < 0:
-            raise ValueError(f"judge token budget: cannot charge {n} tokens")
-        with self._lock:
-            self._used += n
-
-    def reason(self) -> str:
-        """The no-outcome reason once the budget is exhausted."""
-        return (f"judge token budget reached ({self.used} of {self.limit} tokens; "
-                f"raise --skill-court-judge-tokens to judge more pairs)")
 
 
 # --------------------------------------------------------------------------
@@ -202,41 +145,6 @@ class Judgment:
 # prompt building
 
 
-def draw_marker() -> str:
-    """A fresh random tag marker (16 hex digits), one per request."""
-    return secrets.token_hex(8)
-
-
-def neutralise(text: str, marker: str) -> str:
-    """Make ``text`` safe to place between tags ending in ``marker``.
-
-    Every occurrence of the marker (any letter case) becomes ``[marker
-    removed]``; the replacement starts and ends with a bracket and holds no run
-    of hex digits, so it can never combine with neighbours into a new
-    occurrence.  Text shaped like one of our tags (``<run_A_...``, ``</task_...``
-    with any suffix) gets its ``<`` written as ``&lt;`` so a guessed marker does
-    not even look like structure.
-    """
-    if marker:
-        text = re.sub(re.escape(marker), _REPLACEMENT, text, flags=re.IGNORECASE)
-    return _FAKE_TAG.sub(r"&lt;\1", text)
-
-
-def cut_middle(text: str, limit: int, what: str = "characters") -> str:
-    """``text`` if it fits in ``limit`` characters, else its head and tail with the cut announced."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 5
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} {what} cut here ...]\n{text[-tail:]}"
-
-
-def tagged(name: str, marker: str, body: str) -> str:
-    """``body`` (already neutralised) wrapped in ``<name_marker>`` tags."""
-    return f"<{name}_{marker}>\n{body}\n</{name}_{marker}>"
-
-
 def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
@@ -299,30 +207,6 @@ def judge_messages(task_prompt: str, run_a: RunView, run_b: RunView,
 # reply parsing
 
 
-class UnreadableReply(ValueError):
-    """The judge's reply is not the JSON object asked for."""
-
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """The single JSON object in ``text``, optionally inside one ``` code fence.
-
-    Raises:
-        UnreadableReply: anything else (prose around it, several objects, not an object).
-    """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError as err:
-        raise UnreadableReply(f"not a JSON object ({err.msg} at char {err.pos}); "
-                              f"got {_snippet(text)}") from err
-    if not isinstance(value, dict):
-        raise UnreadableReply(f"expected a JSON object, got {type(value).__name__}: {_snippet(text)}")
-    return value
-
-
 def parse_verdict(text: str) -> tuple[str, str]:
     """``(pick, reason)`` from a judge reply; pick is ``"A"``, ``"B"`` or ``"tie"``.
 
@@ -343,63 +227,8 @@ def parse_verdict(text: str) -> tuple[str, str]:
     return ("tie" if pick == "tie" else pick.upper()), reason.strip()
 
 
-def _snippet(text: str, limit: int = 200) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
 # --------------------------------------------------------------------------
-# asking
-
-
-@dataclass
-class _Asked:
-    value: Any = None
-    error: str | None = None
-    budget_reached: bool = False
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-RETRY_NOTE = ("Your reply could not be read: {error}. Reply again with exactly one JSON "
-              "object and nothing else, in the format the instructions give.")
-
-
-def ask_structured(client: ChatClient, messages: list[dict[str, str]], parse: Any,
-                   budget: TokenBudget | None, who: str = "judge") -> _Asked:
-    """Send ``messages``; parse the reply with ``parse``; on an unreadable reply ask once more.
-
-    The second request carries the first reply and a note saying what was
-    wrong.  Tokens of every request are counted and charged to ``budget``.
-    Never raises for provider errors, budgets or unreadable replies: the
-    returned record carries the error instead.
-    """
-    asked = _Asked()
-    convo = list(messages)
-    for attempt in range(2):
-        if budget is not None and budget.exhausted():
-            asked.error = budget.reason()
-            asked.budget_reached = True
-            return asked
-        try:
-            result = client.chat(convo)
-        except ProviderError as err:
-            asked.error = f"{who} provider error ({err.kind}): {err}"
-            return asked
-        asked.input_tokens += result.input_tokens
-        asked.output_tokens += result.output_tokens
-        if budget is not None:
-            budget.charge(result.input_tokens + result.output_tokens)
-        try:
-            asked.value = parse(result.content)
-            asked.error = None
-            return asked
-        except UnreadableReply as err:
-            asked.error = f"{who} reply unreadable after {attempt + 1} attempt(s): {err}"
-            convo = convo + [
-                {"role": "assistant", "content": result.content},
-                {"role": "user", "content": RETRY_NOTE.format(error=err)},
-            ]
-    return asked
+# judging
 
 
 def _combine(order: tuple[str, str], picks: tuple[str, str]) -> str:
@@ -418,7 +247,7 @@ def _other(arm: str) -> str:
 def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_run: RunView, *,
                budget: TokenBudget | None = None,
                rng: random.Random | None = None) -> Judgment:
-    """Judge one pair in both orders (SPEC 9).
+    """Judge one pair in both orders.
 
     Which arm is A in the first call is drawn from ``rng`` (a fresh
     unpredictable one if None); the second call swaps them.  Each call draws its
@@ -472,7 +301,9 @@ def judge_pairs(client: ChatClient, jobs: Sequence[tuple[Hashable, str, RunView,
     ``jobs`` are ``(key, task_prompt, with_run, without_run)``; keys must be
     unique.  The orders depend only on ``seed`` and each key, never on
     scheduling.  Once ``budget`` is exhausted, pairs still waiting get a
-    judgment without outcome whose ``error`` says so.
+    judgment without outcome whose ``error`` says so; requests already in
+    flight complete, so the budget may end above its cap by at most
+    ``max_workers`` requests.
 
     Raises:
         ValueError: duplicate keys or ``max_workers`` < 1.

@@ -99,7 +99,7 @@ class SkillCourt:
 
     def judge_budget(self) -> Any:
         """The session's judge token cap, shared by pair judging and cause finding."""
-        from .judge import TokenBudget
+        from .llm import TokenBudget
 
         if self._judge_budget is None:
             self._judge_budget = TokenBudget(self.settings.judge_tokens)

@@ -27,7 +27,7 @@ import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
 from pytest_skillcourt import appeal as ap
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.judge import UnreadableReply
+from pytest_skillcourt.llm import UnreadableReply
 from pytest_skillcourt.store import Store
 from tests.court_helpers import sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_skillcourt import judge
+from pytest_skillcourt import llm
 from pytest_skillcourt.agent.client import ChatClient, resolve_model
 from pytest_skillcourt.cause import (
     CAUSE_LIMIT,
@@ -22,7 +22,7 @@ from pytest_skillcourt.cause import (
     strip_links,
     transcript_excerpt,
 )
-from pytest_skillcourt.judge import TokenBudget
+from pytest_skillcourt.llm import TokenBudget
 from tests.llm_server import LLMServer, RecordedRequest, Reply
 
 MARKER = "fedcba9876543210"
@@ -285,7 +285,7 @@ def test_tokens_are_charged_to_the_budget():
 
 
 def test_marker_in_the_transcript_cannot_close_its_tag(monkeypatch):
-    monkeypatch.setattr(judge, "draw_marker", lambda: MARKER)
+    monkeypatch.setattr(llm, "draw_marker", lambda: MARKER)
     import pytest_skillcourt.cause as cause_module
 
     monkeypatch.setattr(cause_module, "draw_marker", lambda: MARKER)

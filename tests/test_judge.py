@@ -1,5 +1,6 @@
-"""The blind judge (SPEC 9): prompt building, strict parsing, injection resistance,
-both orders, token cap and the concurrent pool, against the local test server."""
+"""The blind judge (README "Judging tasks without a check"): prompt building, strict
+parsing, injection resistance, both orders, token cap and the concurrent pool, against
+the local test server.  The shared helpers it uses are tested in ``test_llm.py``."""
 
 from __future__ import annotations
 
@@ -17,16 +18,14 @@ from pytest_skillcourt.judge import (
     JUDGE_PROMPT_VERSION,
     Judgment,
     RunView,
-    TokenBudget,
-    UnreadableReply,
     judge_messages,
     judge_pair,
     judge_pairs,
     job_rng,
-    neutralise,
     parse_verdict,
     user_message,
 )
+from pytest_skillcourt.llm import TokenBudget, UnreadableReply, neutralise
 from tests.llm_server import LLMServer, RecordedRequest, Reply
 
 MARKER = "0123456789abcdef"
@@ -112,14 +111,6 @@ def test_each_call_draws_a_fresh_marker():
     assert all(re.fullmatch(r"[0-9a-f]{16}", m) for m in markers)
 
 
-def test_neutralise_removes_the_marker_in_any_case_and_defuses_fake_tags():
-    text = f"x{MARKER}y {MARKER.upper()} </run_A_{MARKER}> </run_B_cafe> <TASK_1>"
-    out = neutralise(text, MARKER)
-    assert MARKER not in out.lower()
-    assert "</run_" not in out and "<TASK_" not in out
-    assert "&lt;/run_B_cafe>" in out
-
-
 def test_a_missing_answer_is_shown_as_such():
     text = user_message(TASK, RunView(answer=None), RunView(answer="  \n"), MARKER)  # type: ignore[arg-type]
     for label in ("A", "B"):
@@ -172,15 +163,6 @@ def test_property_only_our_tags_carry_the_marker(task, run_a, run_b):
         assert len(files) == len(run.files)
         for (path, content), got in zip(run.files, files):
             assert got.endswith("\n----\n" + neutralise(content, MARKER))
-
-
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(text=st.lists(st.sampled_from([MARKER, MARKER[:5], MARKER[5:], "0", "f", "A", "x", "["]),
-                     max_size=20).map("".join),
-       marker=st.from_regex(r"[0-9a-f]{16}", fullmatch=True))
-def test_property_neutralise_never_leaves_the_marker(text, marker):
-    assert marker not in neutralise(text + marker + text, marker).lower()
-    assert MARKER not in neutralise(text, MARKER).lower()
 
 
 # --------------------------------------------------------------------------
@@ -240,21 +222,6 @@ def test_outcomes_and_round_trip():
     with pytest.raises(ValueError):
         Judgment.from_dict({"winner": "maybe", "picks": ["", ""], "reasons": ["", ""],
                             "order": ["with", "without"], "judge_model": "m"})
-
-
-def test_token_budget_is_thread_safe_and_caps():
-    budget = TokenBudget(10_000)
-    threads = [threading.Thread(target=lambda: [budget.charge(1) for _ in range(1000)]) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert budget.used == 8000 and not budget.exhausted()
-    budget.charge(2000)
-    assert budget.exhausted()
-    assert not TokenBudget(None).exhausted()
-    with pytest.raises(ValueError):
-        budget.charge(-1)
 
 
 def test_job_rng_depends_on_seed_and_key_only():
