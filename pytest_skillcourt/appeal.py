@@ -1,4 +1,5 @@
-"""Appeals (SPEC 15): a revised SKILL.md for a skill that hurt, tried before it is used.
+"""Appeals: a revised SKILL.md for a skill that hurt, tried before it is used (README
+"Quarantine and the Hermes Agent plugin").
 
 ``skill-court appeal SKILL --model M`` takes the store's newest verdict of SKILL
 on M (verdicts of earlier appeal trials do not count: they are about drafts).
@@ -29,9 +30,9 @@ skill folder or SKILL.md and take a lock beside the store.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import difflib
-import fcntl
 import hashlib
 import json
 import os
@@ -40,11 +41,25 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from .llm import TokenBudget, UnreadableReply, ask_structured, draw_marker, neutralise, tagged
+from .atomic import write_atomic
+from .llm import (
+    TokenBudget,
+    UnreadableReply,
+    ask_structured,
+    draw_marker,
+    neutralise,
+    parse_json_object,
+    tagged,
+)
+from .locks import LockBusy, acquire
+from .quarantine import ENTRY_FIELDS, QuarantineEntry, apply_trial, model_key
+from .skills import LibraryError, hash_folder, load_library, parse_frontmatter
+from .suite import SuiteError, load_suite
 from .trial import group_pairs, pair_outcomes
 
 #: Part of what is stored with each appeal: bump whenever the prompt or parsing change.
@@ -84,8 +99,6 @@ def find_verdict(store: Any, skill: str, model: str) -> dict[str, Any]:
     Raises:
         AppealError: no verdict, not HURTS, HURTS by tokens, or no recorded cause.
     """
-    from .quarantine import model_key
-
     drafts = store.appeal_trials()
     rows = [r for r in store.skill_verdicts(skill)
             if model_key(r["model"]) == model_key(model) and r["trial"] not in drafts]
@@ -127,8 +140,6 @@ def locate(store: Any, row: Mapping[str, Any]) -> Project:
     Raises:
         AppealError: the rootdir, library or skill is gone.
     """
-    from .skills import LibraryError, load_library
-
     info = store.trial_info(row["trial"]) or {}
     if not info.get("rootdir"):
         raise AppealError(f"trial {row['trial']} recorded no rootdir in {store.path}; run "
@@ -154,8 +165,6 @@ def refuse_symlinks(folder: Path) -> None:
 
 def failing_task(store: Any, row: Mapping[str, Any], rootdir: Path) -> str:
     """The prompt of the first task the skill made fail in the verdict's session ("" if unknown)."""
-    from .suite import SuiteError, load_suite
-
     runs = [t.record for t in store.trial_runs(row["trial"], suite=row["suite"], model=row["model"])]
     pairs = group_pairs(runs, lambda w, wo: store.judgment_for_runs(w.run_id, wo.run_id))
     lost = sorted((p.task_id, p.rep) for p in pair_outcomes(pairs)
@@ -222,8 +231,6 @@ def parse_draft(text: str) -> str:
     Raises:
         UnreadableReply: anything else, or an empty draft.
     """
-    from .llm import parse_json_object
-
     body = text.strip()
     fenced = _MD_FENCE.match(body)
     if fenced and not fenced.group(1).lstrip().startswith("{"):
@@ -270,8 +277,6 @@ def write_draft(client: Any, *, skill_name: str, skill_md: str, cause: str, line
 
 def check_draft(original: str, draft: str, *, folder_name: str) -> list[str]:
     """What is wrong with ``draft`` as a replacement of ``original`` ([] when nothing)."""
-    from .skills import parse_frontmatter
-
     problems: list[str] = []
     text = draft[1:] if draft.startswith("\ufeff") else draft
     if not text.startswith("---") or not _FRONT_END.search(text[3:]):
@@ -347,8 +352,6 @@ def unified_diff(original: str, draft: str, name: str) -> str:
 
 def ini_base_url(rootdir: Path) -> str | None:
     """``skill_court_base_url`` from the rootdir's pytest configuration, if set there."""
-    import configparser
-
     for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         path = rootdir / name
         if path.is_file():
@@ -361,8 +364,6 @@ def ini_base_url(rootdir: Path) -> str | None:
                 return parser.get(section, "skill_court_base_url").strip() or None
     pyproject = rootdir / "pyproject.toml"
     if pyproject.is_file():
-        import tomllib
-
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, OSError):
@@ -479,8 +480,6 @@ def make_appeal(store: Any, skill: str, model: str, *, client_for: Callable[[str
     if len(original) > SKILL_MD_LIMIT:
         raise AppealError(f"{project.skill_md} has {len(original)} characters, over the "
                           f"{SKILL_MD_LIMIT} an appeal drafts for; edit it by hand")
-    from .skills import hash_folder
-
     if hash_folder(project.folder) != row["skill_hash"]:
         raise AppealError(f"{project.folder} changed since its HURTS verdict (trial {row['trial']}); "
                           "run pytest --skill-court again for a verdict on these bytes")
@@ -548,8 +547,6 @@ def select_appeal(store: Any, skill: str, model: str, appeal_id: int | None) -> 
     Raises:
         AppealError: none, or the id belongs to another skill or model.
     """
-    from .quarantine import model_key
-
     if appeal_id is not None:
         found = store.appeal(appeal_id)
         if found is None:
@@ -587,20 +584,15 @@ def describe(appeal: Mapping[str, Any]) -> list[str]:
 def appeal_lock(store_path: Path) -> Iterator[None]:
     """Hold the lock beside the store, or fail at once when another apply/undo holds it."""
     lock = Path(store_path).parent / LOCK_NAME
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AppealError(f"another appeal apply or undo is running (it holds {lock}); "
-                              "try again when it has finished") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        held = acquire(lock, wait=False)
+    except LockBusy:
+        raise AppealError(f"another appeal apply or undo is running (it holds {lock}); "
+                          "try again when it has finished") from None
+    try:
+        yield
     finally:
-        os.close(fd)
+        held.release()
 
 
 def _sha(data: bytes) -> str:
@@ -625,9 +617,6 @@ def apply_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path,
     Raises:
         AppealError: not granted, already applied, symlinks, the live file changed, or not confirmed.
     """
-    from .atomic import write_atomic
-    from .quarantine import apply_trial, model_key
-
     if appeal["decision"] != GRANTED:
         raise AppealError(f"appeal {appeal['id']} was {appeal['decision']}, not granted: only a granted "
                           "draft can be applied")
@@ -663,9 +652,6 @@ def undo_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path) -> l
     Raises:
         AppealError: not applied, symlinks, or the live file is not the applied draft.
     """
-    from .atomic import write_atomic
-    from .quarantine import ENTRY_FIELDS, QuarantineEntry, apply_trial
-
     if appeal["status"] != "applied":
         raise AppealError(f"appeal {appeal['id']} is {appeal['status']}, not applied: nothing to undo")
     path = Path(appeal["skill_md"])

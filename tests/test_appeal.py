@@ -1,4 +1,5 @@
-"""Appeals (SPEC 15): ``skill-court appeal`` on a real HURTS verdict, then show/apply/undo.
+"""Appeals (README "Quarantine and the Hermes Agent plugin"): ``skill-court appeal``
+on a real HURTS verdict, then show/apply/undo.
 
 A real trial (local bubblewrap sandboxes, the local test server) puts
 ``house-format`` in the store as HURTS with a cause: the scripted model loads
@@ -11,10 +12,8 @@ line really wins its trial.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
-import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest_skillcourt.sandbox  # noqa: F401
 from pytest_skillcourt import appeal as ap
 from pytest_skillcourt.cli import main
 from pytest_skillcourt.llm import UnreadableReply
+from pytest_skillcourt.locks import acquire
 from pytest_skillcourt.store import Store
 from tests.court_helpers import sees_skill, task, write_skill, write_suite
 from tests.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
@@ -267,13 +267,12 @@ def test_granted_appeal_then_apply_and_undo(court: Court, capsys: pytest.Capture
     court.skill_md.write_bytes(court.original)
 
     # one at a time: a held lock makes apply fail at once
-    fd = os.open(court.store.parent / ap.LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    held = acquire(court.store.parent / ap.LOCK_NAME)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         code, _, err = court.appeal(capsys, "apply", SKILL, "--yes")
         assert code == 2 and "another appeal apply or undo is running" in err
     finally:
-        os.close(fd)
+        held.release()
 
     # undo refuses when the live file is no longer the applied draft
     assert court.appeal(capsys, "apply", SKILL, "--yes")[0] == 0
