@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from . import sandbox
+
 DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_TIMEOUT = 900.0
 DEFAULT_TASKS = 6
@@ -29,12 +31,6 @@ class FailOn(str, enum.Enum):
     HURTS = "hurts"
     INCONCLUSIVE = "inconclusive"  # HURTS or INCONCLUSIVE fail
     NEVER = "never"
-
-
-class SandboxChoice(str, enum.Enum):
-    AUTO = "auto"
-    DOCKER = "docker"
-    LOCAL = "local"
 
 
 class AgentChoice(str, enum.Enum):
@@ -77,8 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     opt("hermes-profile", "Hermes profile folder cloned for each run", metavar="DIR",
         help="Hermes profile (a HERMES_HOME) cloned for each run of the hermes runner "
              "(default ~/.hermes)")
-    opt("sandbox", "sandbox backend: auto, docker or local", metavar="BACKEND",
-        choices=[c.value for c in SandboxChoice],
+    opt("sandbox", f"sandbox backend: {', '.join(sandbox.BACKENDS)}", metavar="BACKEND",
+        choices=list(sandbox.BACKENDS),
         help="where runs happen: docker (one fresh container per run), local "
              "(bubblewrap), auto (docker when an engine answers, else local; default)")
     opt("image", "default sandbox image", metavar="IMAGE",
@@ -150,7 +146,7 @@ class Settings:
     base_url: str | None
     agent: AgentChoice
     hermes_profile: Path | None
-    sandbox: SandboxChoice
+    sandbox: str  # "auto" or a registered backend name (sandbox.BACKENDS)
     image: str
     timeout: float
     tasks: int
@@ -217,6 +213,17 @@ def parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
     return prices
 
 
+def _sandbox_choice(raw: Any) -> str:
+    """``--skill-court-sandbox``/ini ``skill_court_sandbox``: ``auto`` (default) or
+    a registered backend.  The command line is also checked by argparse; the ini
+    value only here."""
+    choice = str(raw) if raw else "auto"
+    if choice not in sandbox.BACKENDS:
+        raise pytest.UsageError(
+            f"--skill-court-sandbox: expected one of {', '.join(sandbox.BACKENDS)}, got {choice!r}")
+    return choice
+
+
 def parse_shard(raw: str | None) -> tuple[int, int] | None:
     if not raw:
         return None
@@ -263,7 +270,7 @@ def load_settings(config: pytest.Config) -> Settings:
         base_url=_value(config, "base_url"),
         agent=AgentChoice(_value(config, "agent") or "builtin"),
         hermes_profile=Path(os.path.expanduser(hermes_profile)) if hermes_profile else None,
-        sandbox=SandboxChoice(_value(config, "sandbox") or "auto"),
+        sandbox=_sandbox_choice(_value(config, "sandbox")),
         image=_value(config, "image") or DEFAULT_IMAGE,
         timeout=_number(_value(config, "timeout"), "timeout", DEFAULT_TIMEOUT),
         tasks=_number(_value(config, "tasks"), "tasks", DEFAULT_TASKS, kind=int),

@@ -109,7 +109,7 @@ class SkillCourt:
         from .sandbox import resolve_backend
 
         if self.backend is None:
-            self.backend = resolve_backend(self.settings.sandbox.value)
+            self.backend = resolve_backend(self.settings.sandbox)
         return self.backend
 
     def image_id(self, image: str) -> str:

@@ -22,7 +22,7 @@ import yaml
 
 from pytest_skillcourt.agent import hermes_runner as hr
 from pytest_skillcourt.agent.client import ModelSpec
-from pytest_skillcourt.options import (AgentChoice, FailOn, SandboxChoice, Settings)
+from pytest_skillcourt.options import (AgentChoice, FailOn, Settings)
 from pytest_skillcourt.run import RunContext
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
@@ -42,7 +42,7 @@ def make_settings(tmp: Path, profile: Path | None, *, disabled: tuple[str, ...] 
     return Settings(
         rootdir=tmp, skills_dir=tmp / "skills", suite_dirs=("skills_tests",), models=("custom/m",),
         base_url="http://127.0.0.1:9/v1", agent=AgentChoice.HERMES, hermes_profile=profile,
-        sandbox=SandboxChoice.DOCKER, image="img", timeout=60.0, tasks=6, fail_on=FailOn.HURTS,
+        sandbox="docker", image="img", timeout=60.0, tasks=6, fail_on=FailOn.HURTS,
         judge_model=None, judge_tokens=1000, keep_sandboxes=False, store=tmp / "court.db",
         fresh=False, budget=1.0, allow_unpriced=True, prices={}, disabled=disabled, apply=False,
         quarantine=tmp / "q.json", json_path=None, early_stop=True, shard=None, memory_mb=512,

@@ -538,6 +538,22 @@ def test_cleanup_removes_abandoned_local_dirs_only() -> None:
     assert not os.path.exists(live.host_dir)  # type: ignore[attr-defined]
 
 
+def test_local_backend_imports_without_fcntl() -> None:
+    # Its liveness lock is `pytest_skillcourt.locks` (filelock), not fcntl.flock,
+    # so the package imports where fcntl is missing (Windows).
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['fcntl'] = None\n"
+            "import pytest_skillcourt.sandbox.local as local\n"
+            "from pytest_skillcourt.sandbox import get_backend\n"
+            "print(get_backend('local').name)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "local"
+
+
 def test_host_watchdog_reports_an_overrun_as_timed_out(
     backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

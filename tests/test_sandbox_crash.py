@@ -1,4 +1,5 @@
-"""A session killed with SIGKILL leaves its containers; the next cleanup finds them."""
+"""A session killed with SIGKILL leaves its sandboxes; the next cleanup finds them,
+and spares those of a run that is still alive."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.court_helpers import ini, task, write_skill, write_suite
 from tests.llm_server import LLMServer, Reply
-from tests.sandbox_image import require_docker
+from tests.sandbox_image import require_bwrap, require_docker
 
 
 @pytest.mark.docker
@@ -60,3 +61,35 @@ def test_cleanup_spares_the_sandboxes_of_a_live_run() -> None:
     with open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=token)) as live:
         assert cleanup_leftovers(only_labels=token) == []  # this process runs: not a leftover
         assert client().api.inspect_container(live.id)["State"]["Running"]  # type: ignore[attr-defined]
+
+
+_HOLD_LOCAL = """
+import sys
+from pytest_skillcourt.sandbox import SandboxSpec, open_sandbox
+with open_sandbox("local", SandboxSpec(name_hint="crash")) as box:
+    print(box.host_dir, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_local_sandbox_of_another_live_process_is_spared_until_it_is_killed() -> None:
+    require_bwrap()
+    from pytest_skillcourt.sandbox.local import leftover_dirs
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_LOCAL], cwd=root, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        host_dir = proc.stdout.readline().strip()
+        assert os.path.isdir(host_dir), host_dir
+        hour_ago = time.time() - 3600
+        os.utime(host_dir, (hour_ago, hour_ago))  # past every grace period
+        assert host_dir not in leftover_dirs()  # its owner runs and holds the lock
+        assert os.path.isdir(host_dir)
+    finally:
+        proc.kill()  # SIGKILL: no close, the directory stays behind
+        proc.wait(timeout=30)
+    assert os.path.isdir(host_dir)
+    assert host_dir in leftover_dirs()  # the kernel freed the lock with the process
+    assert not os.path.exists(host_dir)

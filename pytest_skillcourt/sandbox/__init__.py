@@ -1,6 +1,8 @@
-"""Sandboxes: where each run happens (SPEC 7).
+"""Sandboxes: where each run happens (README, "Sandboxes"; docs/architecture.md,
+Sandboxes).
 
-Two backends behind one interface (``base.Sandbox``):
+Backends implement one interface (``base.Backend``, making ``base.Sandbox``
+objects) and are looked up by name in the registry below:
 
 - ``docker``: a container per run (``sandbox/docker.py``); full limits
   (memory, pids, cpu), any image, any engine ``DOCKER_HOST`` names
@@ -8,18 +10,24 @@ Two backends behind one interface (``base.Sandbox``):
 - ``local``: bubblewrap on this host (``sandbox/local.py``); no Docker
   needed, the host's own system read-only, weaker limits (see there).
 
-``auto`` picks docker when an engine answers, else local.  The docker SDK is
-imported only when the docker backend is used.
+``auto`` picks the first registered backend whose probe passes (docker when
+an engine answers, else local).  A backend's module is imported only when
+the backend is first used, so the docker SDK loads only for docker.
+
+Adding a backend: a module exposing a ``Backend`` object as ``BACKEND``, plus
+one line in ``_REGISTRY`` (or a call to ``register``).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from pytest_skillcourt.sandbox.base import (
     ANSWER_PATH,
     LABEL,
+    Backend,
     ExecResult,
     Sandbox,
     SandboxError,
@@ -31,33 +39,100 @@ __all__ = [
     "ANSWER_PATH",
     "LABEL",
     "BACKENDS",
+    "Backend",
     "ExecResult",
     "Sandbox",
     "SandboxError",
     "SandboxSpec",
     "SandboxUnavailable",
     "cleanup_leftovers",
+    "get_backend",
     "image_id",
     "open_sandbox",
+    "register",
     "resolve_backend",
+    "unregister",
 ]
 
-#: Values accepted for ``--skill-court-sandbox``.
-BACKENDS = ("auto", "docker", "local")
+#: The backends by name, in the order ``auto`` tries them: where each lives
+#: (``"module:attribute"``, imported on first use) or the object itself.
+_REGISTRY: dict[str, str | Backend] = {
+    "docker": "pytest_skillcourt.sandbox.docker:BACKEND",
+    "local": "pytest_skillcourt.sandbox.local:BACKEND",
+}
+
+#: Values accepted for ``--skill-court-sandbox``: ``auto`` and every
+#: registered name.  ``register``/``unregister`` rebind it, so read it as
+#: ``sandbox.BACKENDS`` rather than importing the name.
+BACKENDS: tuple[str, ...] = ("auto", *_REGISTRY)
 
 _auto_lock = threading.Lock()
 _auto_choice: str | None = None
 
 
-def resolve_backend(choice: str) -> str:
-    """Turn ``auto``/``docker``/``local`` into the backend to use.
-
-    ``auto`` is docker when the engine answers a ping (once per process,
-    cached), else local when bubblewrap works here.
+def register(name: str, backend: str | Backend) -> None:
+    """Add a backend under ``name``, after those already registered (``auto``
+    tries it last).  ``backend`` is ``"module:attribute"`` naming a
+    ``Backend`` object (imported on first use) or the object itself.
 
     Raises:
-        SandboxUnavailable: the chosen backend (or, for auto, neither) can
-            be used; the message says how to fix it.
+        ValueError: ``name`` is ``auto``, empty, or already registered.
+    """
+    global BACKENDS
+    if not name or name == "auto" or name in _REGISTRY:
+        raise ValueError(f"sandbox backend: cannot register {name!r} (reserved or taken)")
+    _REGISTRY[name] = backend
+    BACKENDS = ("auto", *_REGISTRY)
+
+
+def unregister(name: str) -> None:
+    """Remove the backend ``name`` (no-op when it is not registered)."""
+    global BACKENDS, _auto_choice
+    _REGISTRY.pop(name, None)
+    BACKENDS = ("auto", *_REGISTRY)
+    with _auto_lock:
+        if _auto_choice == name:
+            _auto_choice = None
+
+
+def get_backend(name: str) -> Backend:
+    """The backend registered as ``name``, importing its module on first use.
+
+    Looked up in ``sys.modules`` on every call rather than kept here, so the
+    registry always uses the module everyone else imports (pytester's inner
+    runs drop modules first imported inside them).
+
+    Raises:
+        ValueError: no backend is registered as ``name``.
+        SandboxUnavailable: its module cannot be imported here.
+        TypeError: what the registry names is not a ``Backend`` called ``name``.
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"sandbox backend: none registered as {name!r}; known: {_one_of(_REGISTRY)}")
+    where = _REGISTRY[name]
+    if isinstance(where, str):
+        module, _, attribute = where.partition(":")
+        try:
+            obj: object = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise SandboxUnavailable(f"{name} sandbox: cannot load {where}: {exc}") from exc
+    else:
+        obj = where
+    if not isinstance(obj, Backend) or obj.name != name:
+        raise TypeError(f"sandbox backend {name!r}: {where!r} is not a Backend named {name!r}")
+    return obj
+
+
+def resolve_backend(choice: str) -> str:
+    """Turn ``auto`` or a backend name into the backend to use.
+
+    A name is checked with its probe; ``auto`` is the first registered
+    backend whose probe passes (docker when the engine answers a ping, else
+    local when bubblewrap works here), chosen once per process and cached.
+
+    Raises:
+        SandboxUnavailable: the chosen backend (or, for auto, none) can be
+            used; the message says how to fix it.
         ValueError: ``choice`` is not one of ``BACKENDS``.
     """
     global _auto_choice
@@ -65,60 +140,44 @@ def resolve_backend(choice: str) -> str:
         raise ValueError(
             f"sandbox backend: expected one of {', '.join(BACKENDS)}, got {choice!r}"
         )
-    if choice == "docker":
-        from pytest_skillcourt.sandbox import docker as docker_backend
-
-        reason = docker_backend.ping()
+    if choice != "auto":
+        reason = get_backend(choice).probe()
         if reason:
             raise SandboxUnavailable(reason)
-        return "docker"
-    if choice == "local":
-        from pytest_skillcourt.sandbox import local
-
-        reason = local.probe()
-        if reason:
-            raise SandboxUnavailable(reason)
-        return "local"
+        return choice
     with _auto_lock:
         if _auto_choice is None:
-            from pytest_skillcourt.sandbox import docker as docker_backend
-            from pytest_skillcourt.sandbox import local
-
-            docker_reason = docker_backend.ping()
-            if not docker_reason:
-                _auto_choice = "docker"
+            reasons: list[str] = []
+            for name in list(_REGISTRY):
+                try:
+                    reason = get_backend(name).probe()
+                except SandboxUnavailable as exc:
+                    reason = str(exc)
+                if not reason:
+                    _auto_choice = name
+                    break
+                reasons.append(f"  {name}: {reason}")
             else:
-                local_reason = local.probe()
-                if local_reason:
-                    raise SandboxUnavailable(
-                        "no sandbox backend works here.\n"
-                        f"  docker: {docker_reason}\n  local: {local_reason}"
-                    )
-                _auto_choice = "local"
+                raise SandboxUnavailable("no sandbox backend works here.\n" + "\n".join(reasons))
         return _auto_choice
 
 
 def open_sandbox(backend: str, spec: SandboxSpec) -> Sandbox:
-    """Create and start a fresh sandbox on ``backend`` ("docker" or "local").
+    """Create and start a fresh sandbox on ``backend`` (a registered name).
 
     Use it as a context manager so it is removed even on errors and Ctrl-C.
 
     Raises:
         SandboxUnavailable: the backend cannot be used on this machine.
         SandboxError: the sandbox could not be created.
+        ValueError: ``backend`` is not registered (``auto`` included).
     """
-    if backend == "local":
-        from pytest_skillcourt.sandbox.local import open_local
-
-        return open_local(spec)
-    if backend == "docker":
-        from pytest_skillcourt.sandbox.docker import open_docker
-
-        return open_docker(spec)
-    raise ValueError(
-        f"open_sandbox: backend must be 'docker' or 'local' (resolve 'auto' first "
-        f"with resolve_backend), got {backend!r}"
-    )
+    if backend not in _REGISTRY:
+        raise ValueError(
+            f"open_sandbox: backend must be {_one_of(_REGISTRY)} (resolve 'auto' first "
+            f"with resolve_backend), got {backend!r}"
+        )
+    return get_backend(backend).open(spec)
 
 
 def image_id(backend: str, image: str | None) -> str:
@@ -130,21 +189,11 @@ def image_id(backend: str, image: str | None) -> str:
     Raises:
         SandboxUnavailable: docker image missing and not pullable (names the
             image and what ``docker pull`` said), or no engine.
+        ValueError: ``backend`` is not registered.
     """
-    if backend == "local":
-        from pytest_skillcourt.sandbox.local import system_view_id
-
-        return system_view_id()
-    if backend == "docker":
-        from pytest_skillcourt.sandbox.docker import ensure_image
-
-        if not image:
-            raise SandboxUnavailable(
-                "docker sandbox: no image configured. Fix: set `skill_court_image` "
-                "(or `--skill-court-image`) to an image with sh, timeout, find and tar."
-            )
-        return ensure_image(image)
-    raise ValueError(f"image_id: backend must be 'docker' or 'local', got {backend!r}")
+    if backend not in _REGISTRY:
+        raise ValueError(f"image_id: backend must be {_one_of(_REGISTRY)}, got {backend!r}")
+    return get_backend(backend).image_id(image)
 
 
 def cleanup_leftovers(
@@ -152,25 +201,31 @@ def cleanup_leftovers(
 ) -> list[str]:
     """Remove sandboxes left by crashed or killed runs; return what was removed.
 
-    Containers carrying our label (any state) created more than
+    Every registered backend removes its own (``Backend.leftovers``):
+    docker, containers carrying our label (any state) created more than
     ``older_than_s`` seconds ago, except those whose creating process still
     runs on this host (a live run; containers made from another host cannot
-    be checked, so pass ``older_than_s`` on a shared remote engine), and local
-    sandbox directories no live process holds (those are told apart by a
-    lock).  ``only_labels`` narrows the containers to those also carrying
-    these labels (e.g. one run id).  An engine that does not answer is
-    skipped, not an error.  Entries are ``docker:<name>`` / ``local:<path>``.
+    be checked, so pass ``older_than_s`` on a shared remote engine); local,
+    sandbox directories no live process holds (told apart by a lock).
+    ``only_labels`` narrows the containers to those also carrying these
+    labels (e.g. one run id); local directories carry none, so it skips
+    them.  An engine that does not answer is skipped, not an error, and so
+    is a backend whose module cannot be imported.  Entries are
+    ``<backend>:<what>``: ``docker:<name>``, ``local:<path>``.
     """
-    from pytest_skillcourt.sandbox import local
-
     removed: list[str] = []
-    if not only_labels:
-        removed += [f"local:{path}" for path in local.leftover_dirs(older_than_s)]
-    from pytest_skillcourt.sandbox import docker as docker_backend
-
-    if not docker_backend.ping():
-        removed += [
-            f"docker:{name}"
-            for name in docker_backend.leftover_containers(older_than_s, only_labels)
-        ]
+    for name in list(_REGISTRY):
+        try:
+            backend = get_backend(name)
+        except SandboxUnavailable:
+            continue
+        removed += [f"{name}:{what}" for what in backend.leftovers(older_than_s, only_labels)]
     return removed
+
+
+def _one_of(names: Iterable[str]) -> str:
+    """``'a', 'b' or 'c'`` for ``names``."""
+    quoted = [repr(n) for n in names]
+    if not quoted:
+        return "a registered backend (none is)"
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

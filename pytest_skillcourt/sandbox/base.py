@@ -3,7 +3,10 @@
 A sandbox is one fresh, isolated place where one run happens: no network, no
 host mounts, no host environment.  Backends (``local`` on bubblewrap,
 ``docker``) differ only in how they provide that; everything above them
-(agent tools, checks, file capture) talks to this interface alone.
+(agent tools, checks, file capture) talks to this interface alone:
+``Sandbox`` is one live sandbox, ``Backend`` the way of making them that the
+registry in ``sandbox/__init__.py`` looks up by name (README, "Sandboxes";
+docs/architecture.md, Sandboxes).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import tarfile
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Protocol, runtime_checkable
 
 #: Marker appended to stdout/stderr cut at ``ExecResult`` limits.
 TRUNCATION_MARKER = "\n[... output cut by skill-court: {dropped} more bytes ...]"
@@ -136,6 +139,56 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One way of making sandboxes, registered by name in ``sandbox/__init__.py``.
+
+    A backend module exposes one such object as ``BACKEND``; the registry
+    imports the module only when the backend is first used, so a backend's
+    heavy dependencies (the docker SDK) load only for it.
+    """
+
+    #: What ``--skill-court-sandbox`` calls it; also ``Sandbox.backend`` of
+    #: its sandboxes and the prefix of its ``cleanup`` entries.
+    name: str
+
+    def probe(self) -> str:
+        """"" when this backend can be used on this machine, else why not and
+        how to fix it (may be cached per process)."""
+        ...
+
+    def image_id(self, image: str | None) -> str:
+        """A stable id of what sandboxes made from ``image`` run on, for the
+        run cache key (docker pulls a missing image first).
+
+        Raises:
+            SandboxUnavailable: the image is missing and cannot be had, or the
+                backend cannot be used; the message says how to fix it.
+        """
+        ...
+
+    def open(self, spec: SandboxSpec) -> Sandbox:
+        """Create and start a fresh sandbox.
+
+        Raises:
+            SandboxUnavailable: the backend cannot be used on this machine.
+            SandboxError: the sandbox could not be created.
+        """
+        ...
+
+    def leftovers(
+        self, older_than_s: float, only_labels: Mapping[str, str] | None
+    ) -> list[str]:
+        """Remove sandboxes of crashed or killed runs; return their names.
+
+        Only those older than ``older_than_s`` seconds and held by no live
+        process; with ``only_labels``, only those also carrying these labels
+        (a backend whose sandboxes carry no labels removes nothing then).  A
+        backend that cannot be reached now removes nothing: not an error.
+        """
+        ...
 
 
 def render_output(kept: bytes, dropped: int = 0, limit: int | None = None) -> str:

@@ -1,4 +1,5 @@
-"""File capture for the judge (SPEC 9.1): what a run created or changed.
+"""File capture for the judge: what a run created or changed (README, "Judging
+tasks without a check"; docs/architecture.md, Sandboxes).
 
 One exec in the sandbox lists the candidate files with ``find``, keeps those
 whose ctime or mtime is at or after ``since`` and streams them as one tar;
@@ -6,7 +7,7 @@ the host unpacks the tar in memory and applies the limits.  The script is
 plain POSIX sh and uses only what busybox and GNU find/stat/sort/tar/head
 share, so it runs in the busybox test image and in ``python:3.12-slim``.
 
-Decisions the spec leaves open:
+Decisions made here:
 - Time resolution is whole seconds (busybox ``stat`` has nothing finer), and
   a file counts when its ctime or mtime second is ``>= floor(since - 20 ms)``
   (the margin covers the kernel's coarse file clock): missing a file the run
@@ -109,7 +110,7 @@ exit $rc
 
 @dataclass(frozen=True)
 class CapturedFiles:
-    """What a run left in ``/workspace`` and ``/root`` (SPEC 9.1)."""
+    """What a run left in ``/workspace`` and ``/root``, within the limits above."""
 
     files: tuple[tuple[str, str], ...]  # (absolute path, text) of text files, within the limits
     binary: tuple[str, ...]  # binary files, listed by name only

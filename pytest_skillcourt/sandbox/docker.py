@@ -1,4 +1,5 @@
-"""The ``docker`` backend: one container per run, on any Docker Engine.
+"""The ``docker`` backend: one container per run, on any Docker Engine
+(README, "Sandboxes"; docs/architecture.md, Sandboxes).
 
 The engine is whatever ``DOCKER_HOST`` names (a local socket, ``tcp://``,
 ``ssh://user@host``); the docker SDK is imported only here.
@@ -19,6 +20,8 @@ timeout, exec streams an unbounded one because a silent command may
 legitimately run for the whole run timeout; a watchdog bounds those instead).
 Image ids are cached per process so creating a sandbox is two API calls
 (create, start).
+
+``BACKEND`` is what the registry (``sandbox/__init__.py``) uses.
 """
 
 from __future__ import annotations
@@ -538,6 +541,36 @@ def leftover_containers(
         except docker.errors.DockerException:
             continue
     return removed
+
+
+class DockerBackend:
+    """The docker backend as the registry sees it (``base.Backend``)."""
+
+    name = "docker"
+
+    def probe(self) -> str:
+        return ping()
+
+    def image_id(self, image: str | None) -> str:
+        if not image:
+            raise SandboxUnavailable(
+                "docker sandbox: no image configured. Fix: set `skill_court_image` "
+                "(or `--skill-court-image`) to an image with sh, timeout, find and tar."
+            )
+        return ensure_image(image)
+
+    def open(self, spec: SandboxSpec) -> Sandbox:
+        return open_docker(spec)
+
+    def leftovers(
+        self, older_than_s: float, only_labels: Mapping[str, str] | None
+    ) -> list[str]:
+        if ping():
+            return []  # no engine answers: nothing to clean there now
+        return leftover_containers(older_than_s, only_labels)
+
+
+BACKEND = DockerBackend()
 
 
 @atexit.register

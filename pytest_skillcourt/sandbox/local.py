@@ -1,4 +1,5 @@
-"""The ``local`` backend: one bubblewrap jail per ``exec``, no Docker needed.
+"""The ``local`` backend: one bubblewrap jail per ``exec``, no Docker needed
+(README, "Sandboxes"; docs/architecture.md, Sandboxes).
 
 A sandbox is a private host directory (``skillcourt-local-*`` under the temp
 dir) holding ``workspace/``, ``root/`` and ``tmp/``; every ``exec`` starts a
@@ -37,11 +38,15 @@ exec to the check's.
 Files are written and read *through the jail* (``tar -x`` / ``cat`` inside),
 never by host path, so a symlink planted by the agent (``/workspace/x ->
 /etc/shadow``) resolves inside the sandbox's view, not the host's.
+
+A live sandbox holds a file lock (``pytest_skillcourt.locks``) on its
+directory's ``.lock`` for its whole life, so ``cleanup`` in another process
+never removes it.  ``BACKEND`` is what the registry (``sandbox/__init__.py``)
+uses.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import selectors
@@ -52,8 +57,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Mapping
+from pathlib import Path
+from typing import Mapping
 
+from filelock import BaseFileLock
+
+from pytest_skillcourt import locks
 from pytest_skillcourt.sandbox.base import (
     DEFAULT_OUTPUT_LIMIT,
     LABEL,
@@ -69,6 +78,9 @@ from pytest_skillcourt.sandbox.base import (
 
 #: Prefix of the host directories that hold local sandboxes (cleanup finds them).
 DIR_PREFIX = f"{LABEL}-local-"
+
+#: The file in a sandbox directory its live owner keeps locked.
+LOCK_NAME = ".lock"
 
 #: Environment every exec starts from (then the spec's, then the exec's).
 BASE_ENV = {
@@ -246,10 +258,10 @@ class LocalSandbox(Sandbox):
         hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_")[:40]
         self.host_dir = tempfile.mkdtemp(prefix=DIR_PREFIX + (hint + "-" if hint else ""))
         self.name = os.path.basename(self.host_dir)
+        self._lock: BaseFileLock | None = None
         try:
             # The lock tells `cleanup_leftovers` in other processes this one is alive.
-            self._lock_fh: IO[str] | None = open(os.path.join(self.host_dir, ".lock"), "w")
-            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._lock = locks.acquire(Path(self.host_dir, LOCK_NAME), wait=False)
             for sub in ("workspace", "root", "tmp", "etc"):
                 os.mkdir(os.path.join(self.host_dir, sub), 0o755)
             os.chmod(os.path.join(self.host_dir, "root"), 0o700)
@@ -444,12 +456,12 @@ class LocalSandbox(Sandbox):
         except Exception:  # noqa: BLE001 - close never raises, by contract
             pass
         finally:
-            if getattr(self, "_lock_fh", None) is not None:
+            lock, self._lock = getattr(self, "_lock", None), None
+            if lock is not None:
                 try:
-                    self._lock_fh.close()  # type: ignore[union-attr]
-                except OSError:
+                    lock.release()
+                except Exception:  # noqa: BLE001 - close never raises, by contract
                     pass
-                self._lock_fh = None
 
     def __repr__(self) -> str:
         return f"<LocalSandbox {self.host_dir}{' closed' if self._closed else ''}>"
@@ -507,20 +519,44 @@ def leftover_dirs(older_than_s: float = 0) -> list[str]:
                 continue
             if now - os.lstat(path).st_mtime < older_than_s:
                 continue
-            lock_path = os.path.join(path, ".lock")
-            if os.path.exists(lock_path):
-                with open(lock_path) as fh:
-                    try:
-                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        continue  # a live sandbox in some process holds it
-                    remove_tree(path)
+            lock_path = Path(path, LOCK_NAME)
+            if lock_path.exists():
+                try:
+                    with locks.locked(lock_path, wait=False):
+                        remove_tree(path)
+                except locks.LockBusy:
+                    continue  # a live sandbox in some process holds it
             else:
                 remove_tree(path)
             removed.append(path)
         except OSError:
             continue
     return removed
+
+
+class LocalBackend:
+    """The local backend as the registry sees it (``base.Backend``)."""
+
+    name = "local"
+
+    def probe(self) -> str:
+        return probe()
+
+    def image_id(self, image: str | None) -> str:
+        return system_view_id()  # the host's system is the image; ``image`` is ignored
+
+    def open(self, spec: SandboxSpec) -> Sandbox:
+        return open_local(spec)
+
+    def leftovers(
+        self, older_than_s: float, only_labels: Mapping[str, str] | None
+    ) -> list[str]:
+        if only_labels:
+            return []  # local directories carry no labels, so none matches
+        return leftover_dirs(older_than_s)
+
+
+BACKEND = LocalBackend()
 
 
 # -- helpers -----------------------------------------------------------------
