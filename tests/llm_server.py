@@ -1,4 +1,4 @@
-"""A local OpenAI-compatible test server: the test double for the LLM provider.
+"""A local model-provider test server: the test double for the LLM provider.
 
 Only the network peer is faked: the agents, the judge and the SDK under test are
 real and talk HTTP to this server, which answers with scripted replies and
@@ -7,17 +7,31 @@ assert on what the agent really sent.
 
 Endpoints:
 
-- ``POST /v1/chat/completions`` (also ``/chat/completions``): streaming (SSE) and
-  not, tool calls, usage (+ ``cost`` OpenRouter style), injected errors, delays,
-  hangs and raw bodies.
+- ``POST /v1/chat/completions`` (also ``/chat/completions``): OpenAI chat
+  completions, streaming (SSE) and not, tool calls, usage (+ ``cost``
+  OpenRouter style), injected errors, delays, hangs and raw bodies.
+- ``POST /v1/messages`` (also ``/messages``, any query such as ``?beta=true``):
+  Anthropic messages, streaming (named SSE events: ``message_start``,
+  ``content_block_start``/``_delta``/``_stop`` for ``text`` and ``tool_use``
+  blocks with ``input_json_delta``, ``message_delta`` with ``stop_reason`` and
+  ``usage``, ``message_stop``) and not; Anthropic-style error bodies.
+  ``POST /v1/messages/count_tokens`` answers an estimate (recorded in
+  ``all_requests`` only: it is not a model call).
+- ``POST /v1/responses`` (also ``/responses``): OpenAI responses, streaming
+  (``response.created`` ... ``response.output_text.delta``,
+  ``response.function_call_arguments.delta``, ``response.output_item.done``,
+  ``response.completed`` with usage) and not.
 - ``GET /v1/models`` (and ``/v1/models/{id}``): models seen so far plus
-  ``test-model``.
+  ``test-model``, in a shape both OpenAI and Anthropic clients read.
 - anything else: 404 with an OpenAI-style error body.
 
-Scripting: a handler ``(RecordedRequest) -> Reply | str`` decides each answer.
-``sequence``/``turn``/``by_system`` decide from the conversation itself (never a
-global counter), so many concurrent runs from several processes stay
-deterministic.
+Scripting: a handler ``(RecordedRequest) -> Reply | str`` decides each answer,
+whichever API the request came in: the same ``Reply`` (text, tool calls,
+tokens) is rendered in that API's shape, and ``RecordedRequest`` reads the
+system prompt, the last user text, the tools offered and the tool results of
+all three alike (``request.api`` says which). ``sequence``/``turn``/``by_system``
+decide from the conversation itself (never a global counter), so many
+concurrent runs from several processes stay deterministic.
 
 ``hermes_home(root, base_url, model)`` writes a quiet offline Hermes set-up and
 returns the minimal env to run ``hermes -z`` against this server.
@@ -72,6 +86,85 @@ Hermes Agent 0.19.0 against this server (measured here, ``hermes -z PROMPT``)
 - HERMES_HOME gets ``state.db``, ``sessions/``, ``logs/``, ``SOUL.md``,
   ``memories/`` and more; ``config.yaml`` is left as written; ``skills/`` is
   not seeded with bundled skills.
+
+Claude Code 2.1.332 against this server (measured here, ``claude -p PROMPT --output-format json``)
+---------------------------------------------------------------------------------------------------
+- Set-up: ``tests/agent_clis.claude_env`` (HOME, ``ANTHROPIC_BASE_URL`` = this
+  server's origin without ``/v1``, ``ANTHROPIC_API_KEY``,
+  ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``). Then the only connection
+  it opens is to this server (strace), and its only requests are
+  ``POST /v1/messages?beta=true``, one per model turn, always ``stream: true``:
+  no ``/v1/models``, no ``count_tokens``, no probes. Without the variable it
+  also resolves outside hosts. Start to answer: about 1 s.
+- Headers: ``x-api-key``, ``anthropic-version: 2023-06-01``, ``anthropic-beta``
+  (claude-code-20250219 and more), ``x-app: cli``, ``user-agent:
+  claude-cli/2.1.332 (external, sdk-cli)``, ``x-claude-code-session-id``.
+- Body: ``model`` (default ``claude-opus-5-5``), ``max_tokens`` 128000,
+  ``thinking``, ``context_management``, ``output_config``, ``metadata``;
+  ``system`` is three text blocks (a billing line, "You are a Claude agent,
+  built on Anthropic's Claude Agent SDK.", the 7 k-character prompt);
+  ``messages`` starts with a user turn (a ``<system-reminder>`` text block,
+  then the prompt) followed by a ``role: "system"`` message holding the
+  environment and the skill listing: "The following skills are available for
+  use with the Skill tool:" then ``- NAME: description`` lines, the user's
+  ``~/.claude/skills/*`` first, then about 13 built-in skills (dataviz,
+  update-config, ... ; ``CLAUDE_CODE_DISABLE_BUNDLED_SKILLS=1`` leaves one).
+  ``RecordedRequest.system`` includes that message. 12 tools: Agent, Bash,
+  Edit, ListAgents, Read, ReportFindings, ScheduleWakeup, Skill, ToolSearch,
+  Workflow, DeferredToolPlaceholder, Write.
+- The ``Skill`` tool (``{"skill": NAME}``; allowed in ``-p`` even without
+  ``--allowedTools``) answers in the next user turn with a ``tool_result``
+  "Launching skill: NAME" and, beside it in the same turn, a text block
+  "Base directory for this skill: DIR" plus the SKILL.md body (frontmatter
+  stripped).
+- Hiding a skill: ``~/.claude/settings.json`` ``{"skillOverrides": {NAME:
+  "off"}}`` (or ``"user-invocable-only"``) drops it from the listing, and a
+  ``Skill`` call for it gets ``is_error`` "Skill NAME is disabled for model
+  invocation in skillOverrides settings"; ``"name-only"`` lists ``- NAME``
+  without description. ``permissions.deny: ["Skill(NAME)"]`` and
+  ``--disallowedTools "Skill(NAME)"`` keep it listed and only refuse the call
+  ("Skill execution blocked by permission rules"). A skill not installed:
+  "Unknown skill: NAME". A folder whose name differs from the frontmatter
+  name is listed as ``- FOLDER (NAME)``.
+- Usage: the JSON result's ``usage.input_tokens``/``output_tokens`` are the
+  sums over the run's calls of this server's figures (input from
+  ``message_start``, output from ``message_delta``); ``total_cost_usd`` is
+  Claude Code's own estimate at list prices.
+- HOME gets ``.claude.json``, ``.claude/projects/<cwd>/<session>.jsonl``,
+  ``.claude/backups``, ``.claude/plugins``, ``.claude/sessions``.
+
+Codex 0.171.0 against this server (measured here, ``codex exec PROMPT``)
+-------------------------------------------------------------------------
+- Wire API: responses only; ``wire_api = "chat"`` in a provider is refused
+  ("no longer supported"). Set-up: ``tests/agent_clis.codex_env`` writes
+  ``~/.codex/config.toml`` with a custom provider (``base_url`` = this
+  server's ``.../v1``, ``env_key``), ``[analytics] enabled = false`` (else
+  OTLP metrics to ab.chatgpt.com) and ``[features] plugins = false`` (else it
+  runs ``git`` to clone github.com/openai/plugins.git). Then its only
+  request is ``POST /v1/responses`` per turn, ``stream: true``, ``store:
+  false``, with ``authorization: Bearer KEY``, ``originator: codex_exec``,
+  ``x-codex-turn-metadata``; only 127.0.0.1 is contacted (strace).
+- Body: no ``instructions``; ``input`` is two developer messages, then two
+  user messages. The first developer message is the base prompt ("You are a
+  coding agent running in the Codex CLI"); the second has two parts,
+  ``<skills_instructions>`` and the sandbox's ``<permissions instructions>``.
+  The skills part lists ``- NAME: description (file: rN/NAME/SKILL.md)``
+  under "### Available skills", after a table of skill roots:
+  ``~/.codex/skills``, ``~/.agents/skills`` and ``~/.codex/skills/.system``
+  (where Codex writes its own bundled skills, four of six listed). The user
+  messages are ``<environment_context>`` and the prompt.
+  ``RecordedRequest.system`` holds both developer messages. Tools: ``exec_command``, ``write_stdin``,
+  ``request_user_input``, ``view_image``, a ``multi_agent_v1`` namespace,
+  goal tools, ``web_search``. There is no skill tool: the model reads
+  SKILL.md with ``exec_command``; results come back as
+  ``function_call_output``. ``[[skills.config]] name = NAME enabled = false``
+  drops a skill from the listing.
+- ``--json`` prints JSONL events; ``turn.completed`` has ``usage`` equal to
+  this server's. An unknown model name prints a "Model metadata ... not
+  found" warning and goes on. Under a HOME in /tmp it refuses to create its
+  helper links (``codex-linux-sandbox``, ``apply_patch``) in
+  ``~/.codex/tmp/arg0-linux``, so its own sandbox cannot start: tests use
+  ``-s danger-full-access``.
 """
 
 from __future__ import annotations
@@ -91,6 +184,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Union
 
 __all__ = [
+    "CHAT",
+    "MESSAGES",
+    "RESPONSES",
     "LLMServer",
     "Reply",
     "ToolCall",
@@ -106,33 +202,56 @@ DEFAULT_MODEL = "test-model"
 CONTEXT_LENGTH = 131072
 
 
+
+#: The model APIs the server speaks; ``RecordedRequest.api`` names the one a request came in.
+CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"
+
+_API_PATHS = {
+    "/v1/chat/completions": CHAT,
+    "/chat/completions": CHAT,
+    "/v1/messages": MESSAGES,
+    "/messages": MESSAGES,
+    "/v1/responses": RESPONSES,
+    "/responses": RESPONSES,
+}
+_COUNT_TOKENS_PATHS = ("/v1/messages/count_tokens", "/messages/count_tokens")
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call the fake model makes; ``arguments`` go on the wire as a JSON string."""
+    """One tool call the fake model makes.
+
+    Chat completions and responses send ``arguments`` as a JSON string;
+    Anthropic messages send them as the ``input`` object (a ``str`` that is not
+    a JSON object is streamed verbatim as ``partial_json``: malformed-argument
+    tests).
+    """
 
     name: str
     arguments: dict | str = field(default_factory=dict)  # a str is sent verbatim (malformed-argument tests)
-    id: str | None = None  # "call_{turn}_{index}" if None: deterministic, unique within a conversation
+    id: str | None = None  # "call_{turn}_{index}" (messages: "toolu_...") if None: deterministic per conversation
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What the server answers to one chat request."""
+    """What the server answers to one model request, in whichever API it came."""
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     input_tokens: int | None = None  # None: estimated from the request (len(json)/4)
     output_tokens: int | None = None  # None: estimated from the reply
-    cost: float | None = None  # if set, usage.cost is reported (OpenRouter style)
-    status: int = 200  # non-200: an OpenAI-style error body
+    cost: float | None = None  # if set, usage.cost is reported (OpenRouter style; chat only)
+    status: int = 200  # non-200: an error body in the API's own shape
     error_message: str = "injected error"
     delay: float = 0.0  # seconds to sleep before answering (cut short by stop())
     hang: bool = False  # never answer until the server stops; for timeout tests
     raw_body: bytes | None = None  # send these bytes verbatim (bad JSON tests)
-    finish_reason: str | None = None  # default "tool_calls" if tool_calls else "stop"
+    # Default "tool_calls" if tool_calls else "stop"; messages maps these to
+    # "tool_use"/"end_turn" ("length" to "max_tokens") and sends any other value as is.
+    finish_reason: str | None = None
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: Any, separator: str = "") -> str:
     """Message content as text: a string, or the text parts of a list of parts."""
     if content is None:
         return ""
@@ -145,13 +264,36 @@ def _text_of(content: Any) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
-        return "".join(parts)
+        return separator.join(parts)
     return str(content)
+
+
+def _blocks(content: Any) -> list[dict]:
+    """The dict blocks of an Anthropic content (a plain string has none)."""
+    return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+
+
+# Responses items the model produced (one assistant turn is a run of these).
+_OUTPUT_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "reasoning", "web_search_call")
+
+
+def _is_output_item(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    if item.get("role") == "assistant":
+        return True
+    return item.get("type") in _OUTPUT_ITEMS
 
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request as the server received it. ``headers`` keys are lower-case."""
+    """One request as the server received it. ``headers`` keys are lower-case.
+
+    ``messages`` is the conversation in the API's own shape: chat ``messages``,
+    Anthropic ``messages`` (content blocks), or the responses ``input`` items
+    (a string input becomes one user message). The properties below read all
+    three alike.
+    """
 
     method: str
     path: str
@@ -161,11 +303,28 @@ class RecordedRequest:
     messages: list = field(default_factory=list)
     tools: list = field(default_factory=list)
     stream: bool = False
+    api: str = CHAT  # CHAT, MESSAGES or RESPONSES for model calls; "" for any other request
 
     @property
     def system(self) -> str:
-        """The system prompt text: the leading system/developer messages joined."""
+        """The system prompt text.
+
+        Chat: the leading system/developer messages joined. Messages: the
+        ``system`` field (a string or text blocks), then every system-role
+        message wherever it stands (Claude Code puts its environment and
+        skill listing in one after the first user turn). Responses:
+        ``instructions``, then the leading system/developer input items.
+        """
+        b = self.body or {}
         texts = []
+        if self.api == MESSAGES:
+            if b.get("system"):
+                texts.append(_text_of(b["system"], "\n\n"))
+            texts += [_text_of(m.get("content"), "\n\n") for m in self.messages
+                      if isinstance(m, dict) and m.get("role") == "system"]
+            return "\n\n".join(texts)
+        if self.api == RESPONSES and isinstance(b.get("instructions"), str) and b["instructions"]:
+            texts.append(b["instructions"])
         for message in self.messages:
             if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
                 break
@@ -174,18 +333,57 @@ class RecordedRequest:
 
     @property
     def last_user(self) -> str:
-        """The text of the last user message ("" if none)."""
+        """The text of the last user message ("" if none).
+
+        Messages: a user message holding only ``tool_result`` blocks is a tool
+        answer, not the user speaking, and is passed over.
+        """
         for message in reversed(self.messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                return _text_of(message.get("content"))
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            blocks = _blocks(message.get("content"))
+            if self.api == MESSAGES and blocks and all(b.get("type") == "tool_result" for b in blocks):
+                continue
+            return _text_of(message.get("content"))
         return ""
 
-    def tool_results(self) -> list[dict]:
-        """The role=tool messages as ``{"tool_call_id", "name"?, "content"}``.
+    def texts(self) -> list[str]:
+        """Every text of the request: the system prompt, then each other message's text parts.
 
-        ``name`` is taken from the message itself or resolved from the earlier
-        assistant tool call with the same id; it is absent if neither has it.
+        Where an agent puts context in user turns (a ``<system-reminder>``)
+        this finds it too; tool results are left out (see ``tool_results``).
         """
+        out = [self.system] if self.system else []
+        leading = self.api != MESSAGES  # chat/responses: the leading system messages are the system prompt
+        for message in self.messages:
+            if not isinstance(message, dict):
+                continue
+            is_system = message.get("role") in (("system",) if self.api == MESSAGES else ("system", "developer"))
+            if is_system and (leading or self.api == MESSAGES):
+                continue  # already in self.system
+            leading = False
+            content = message.get("content")
+            if isinstance(content, str):
+                out.append(content)
+                continue
+            for block in _blocks(content):
+                if isinstance(block.get("text"), str) and block.get("type") != "tool_result":
+                    out.append(block["text"])
+        return out
+
+    def tool_results(self) -> list[dict]:
+        """The tool results sent back, as ``{"tool_call_id", "name"?, "content"}``.
+
+        Chat: role=tool messages. Messages: ``tool_result`` blocks of user
+        turns (``"is_error": True`` added when set). Responses:
+        ``function_call_output`` (and other ``*_call_output``) items.
+        ``name`` is taken from the result itself or resolved from the earlier
+        tool call with the same id; it is absent if neither has it.
+        """
+        if self.api == MESSAGES:
+            return self._message_tool_results()
+        if self.api == RESPONSES:
+            return self._response_tool_results()
         names: dict[str, str] = {}
         results = []
         for message in self.messages:
@@ -207,17 +405,65 @@ class RecordedRequest:
                 results.append(result)
         return results
 
+    def _message_tool_results(self) -> list[dict]:
+        names: dict[str, str] = {}
+        results = []
+        for message in self.messages:
+            if not isinstance(message, dict):
+                continue
+            for block in _blocks(message.get("content")):
+                if block.get("type") == "tool_use" and isinstance(block.get("name"), str):
+                    names[str(block.get("id"))] = block["name"]
+                elif block.get("type") == "tool_result":
+                    call_id = block.get("tool_use_id")
+                    result: dict = {"tool_call_id": call_id}
+                    if str(call_id) in names:
+                        result["name"] = names[str(call_id)]
+                    result["content"] = _text_of(block.get("content"))
+                    if block.get("is_error"):
+                        result["is_error"] = True
+                    results.append(result)
+        return results
+
+    def _response_tool_results(self) -> list[dict]:
+        names: dict[str, str] = {}
+        results = []
+        for item in self.messages:
+            if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                continue
+            kind = item["type"]
+            if kind.endswith("_call") and isinstance(item.get("name"), str):
+                names[str(item.get("call_id"))] = item["name"]
+            elif kind.endswith("_call_output"):
+                call_id = item.get("call_id")
+                result: dict = {"tool_call_id": call_id}
+                if str(call_id) in names:
+                    result["name"] = names[str(call_id)]
+                result["content"] = _text_of(item.get("output"))
+                results.append(result)
+        return results
+
     def tool_names(self) -> list[str]:
         """Names of the tools offered in ``tools``, in order."""
         names = []
         for tool in self.tools:
             if not isinstance(tool, dict):
                 continue
-            # Chat tools nest the name under "function"; Responses-style tools are flat.
+            # Chat tools nest the name under "function"; responses and messages tools are flat.
             function: dict = tool["function"] if isinstance(tool.get("function"), dict) else tool
             if isinstance(function.get("name"), str):
                 names.append(function["name"])
         return names
+
+    def tool(self, name: str) -> dict | None:
+        """The offered tool called ``name`` as sent (None if not offered)."""
+        for tool in self.tools:
+            if not isinstance(tool, dict):
+                continue
+            function = tool["function"] if isinstance(tool.get("function"), dict) else tool
+            if function.get("name") == name:
+                return tool
+        return None
 
 
 Handler = Callable[[RecordedRequest], Union[Reply, str]]
@@ -242,8 +488,21 @@ def _run_step(step: Step, request: RecordedRequest) -> Reply:
 
 
 def turn(request: RecordedRequest) -> int:
-    """How many assistant messages the conversation already holds (0 on the first call)."""
-    return sum(1 for m in request.messages if isinstance(m, dict) and m.get("role") == "assistant")
+    """How many model replies the conversation already holds (0 on the first call).
+
+    Chat and messages: the assistant messages. Responses: the runs of
+    model-output items (an assistant message, function calls, reasoning)
+    between the inputs, since one reply may add several items.
+    """
+    if request.api != RESPONSES:
+        return sum(1 for m in request.messages if isinstance(m, dict) and m.get("role") == "assistant")
+    count, inside = 0, False
+    for item in request.messages:
+        output = _is_output_item(item)
+        if output and not inside:
+            count += 1
+        inside = output
+    return count
 
 
 def sequence(*steps: Step) -> Handler:
@@ -285,9 +544,22 @@ _ERROR_TYPES = {
     404: ("not_found_error", "not_found"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
 }
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 
 
-def _error_body(status: int, message: str) -> bytes:
+def _error_body(status: int, message: str, api: str = CHAT) -> bytes:
+    """An error body in the API's shape: OpenAI's ``{"error": {...}}`` or Anthropic's ``{"type": "error", ...}``."""
+    if api == MESSAGES:
+        anthropic_kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        return json.dumps({"type": "error", "error": {"type": anthropic_kind, "message": message}}).encode()
     kind, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", str(status)))
     return json.dumps({"error": {"message": message, "type": kind, "code": code, "param": None}}).encode()
 
@@ -300,6 +572,21 @@ def _pieces(text: str, size: int = 16) -> list[str]:
     """Split text into stream deltas; several pieces so clients really reassemble."""
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
+
+def _arguments_text(call: ToolCall) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+
+
+def _token_counts(request: RecordedRequest, reply: Reply) -> tuple[int, int]:
+    """(input, output) tokens: the reply's own, else estimated from the request body and the reply."""
+    prompt = reply.input_tokens
+    if prompt is None:
+        prompt = _estimate_tokens(json.dumps(request.body))
+    completion = reply.output_tokens
+    if completion is None:
+        text = (reply.content or "") + "".join(call.name + _arguments_text(call) for call in reply.tool_calls)
+        completion = _estimate_tokens(text)
+    return prompt, completion
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -340,6 +627,8 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+
+
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -362,7 +651,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.wfile.flush()
 
-    def _record(self, raw: bytes) -> RecordedRequest:
+    def _record(self, raw: bytes, api: str = "") -> RecordedRequest:
         body: Any = None
         if raw:
             try:
@@ -372,15 +661,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             body = None
         b = body or {}
+        if api == RESPONSES:
+            given = b.get("input")
+            messages = given if isinstance(given, list) else (
+                [{"role": "user", "content": given}] if isinstance(given, str) else [])
+        else:
+            messages = b["messages"] if isinstance(b.get("messages"), list) else []
         return RecordedRequest(
             method=self.command,
             path=self.path,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             model=b.get("model") if isinstance(b.get("model"), str) else None,
-            messages=b["messages"] if isinstance(b.get("messages"), list) else [],
+            messages=messages,
             tools=b["tools"] if isinstance(b.get("tools"), list) else [],
             stream=bool(b.get("stream")),
+            api=api,
         )
 
     # -- verbs --------------------------------------------------------------
@@ -391,8 +687,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         owner._log(self._record(b""))
         path = self.path.split("?", 1)[0].rstrip("/")
         if path in ("/v1/models", "/models"):
-            data = [_model_object(m) for m in owner.models()]
-            self._send(200, json.dumps({"object": "list", "data": data}).encode())
+            models = owner.models()
+            data = [_model_object(m) for m in models]
+            # OpenAI's list shape plus Anthropic's paging fields: both clients read it.
+            listing = {"object": "list", "data": data, "has_more": False, "first_id": models[0], "last_id": models[-1]}
+            self._send(200, json.dumps(listing).encode())
             return
         for prefix in ("/v1/models/", "/models/"):
             if path.startswith(prefix):
@@ -407,21 +706,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         owner = self.server.owner
         raw = self._read_body()
-        request = self._record(raw)
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path not in ("/v1/chat/completions", "/chat/completions"):
+        api = _API_PATHS.get(path)
+        if api is None:
+            request = self._record(raw, MESSAGES if path in _COUNT_TOKENS_PATHS else "")
             owner._log(request)
+            if path in _COUNT_TOKENS_PATHS and request.body is not None:
+                # Claude Code may count a prompt's tokens first; not a model call.
+                count = _estimate_tokens(json.dumps(request.body))
+                self._send(200, json.dumps({"input_tokens": count}).encode())
+                return
             self._send(404, _error_body(404, f"Unknown path {self.command} {self.path}"))
             return
+        request = self._record(raw, api)
         owner._record_chat(request)
         if request.body is None:
-            self._send(400, _error_body(400, f"Request body is not a JSON object: {raw[:200]!r}"))
+            self._send(400, _error_body(400, f"Request body is not a JSON object: {raw[:200]!r}", api))
             return
         try:
             reply = _as_reply(owner._handler(request), request)
         except Exception as exc:  # the handler's bug must reach the test, not kill the thread
             owner._errors_append(exc)
-            self._send(500, _error_body(500, f"llm_server handler raised {type(exc).__name__}: {exc}"))
+            self._send(500, _error_body(500, f"llm_server handler raised {type(exc).__name__}: {exc}", api))
             return
         self._answer(request, reply)
 
@@ -447,12 +753,39 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(reply.status, reply.raw_body, ctype)
             return
         if reply.status != 200:
-            self._send(reply.status, _error_body(reply.status, reply.error_message))
+            self._send(reply.status, _error_body(reply.status, reply.error_message, request.api))
             return
+        if request.api == MESSAGES:
+            self._answer_messages(request, reply)
+        elif request.api == RESPONSES:
+            self._answer_responses(request, reply)
+        else:
+            self._answer_chat(request, reply)
+
+    def _start_stream(self) -> None:
+        # No Content-Length: the stream ends when the connection closes.
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _write_events(self, frames: Iterable[bytes]) -> None:
+        try:
+            for frame in frames:
+                self.wfile.write(frame)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up; nothing to tell it
+
+    # -- chat completions ------------------------------------------------------
+
+    def _answer_chat(self, request: RecordedRequest, reply: Reply) -> None:
         model = request.model or DEFAULT_MODEL
         calls = [_wire_call(call, turn(request), i) for i, call in enumerate(reply.tool_calls)]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = _usage(request, reply, calls)
+        usage = _usage(request, reply)
         completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
         created = int(time.time())
         if request.stream:
@@ -483,13 +816,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         finish: str,
         usage: dict | None,
     ) -> None:
-        # No Content-Length: the stream ends when the connection closes.
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._start_stream()
 
         def chunk(delta: dict, finish_reason: str | None = None) -> dict:
             return {
@@ -513,19 +840,151 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if usage is not None:
             events.append({"id": completion_id, "object": "chat.completion.chunk", "created": created,
                            "model": model, "choices": [], "usage": usage})
-        try:
-            for event in events:
-                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up; nothing to tell it
+        frames = [b"data: " + json.dumps(event).encode() + b"\n\n" for event in events]
+        self._write_events(frames + [b"data: [DONE]\n\n"])
+
+    # -- Anthropic messages ------------------------------------------------------
+
+    def _answer_messages(self, request: RecordedRequest, reply: Reply) -> None:
+        model = request.model or DEFAULT_MODEL
+        t = turn(request)
+        blocks: list[dict] = []
+        if reply.content or not reply.tool_calls:
+            blocks.append({"type": "text", "text": reply.content or ""})
+        for index, call in enumerate(reply.tool_calls):
+            blocks.append({"type": "tool_use", "id": call.id or f"toolu_{t}_{index}", "name": call.name,
+                           "input": _tool_input(call)})
+        stop = _stop_reason(reply)
+        input_tokens, output_tokens = _token_counts(request, reply)
+        usage = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        message = {"id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant", "model": model,
+                   "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        if not request.stream:
+            self._send(200, json.dumps(message).encode())
+            return
+        self._start_stream()
+        # message_start carries the input tokens; message_delta the final output count (and the
+        # input again, as the API does now): a client that takes the last value of each is exact.
+        start_usage = {**usage, "output_tokens": 0}
+        events: list[dict] = [
+            {"type": "message_start", "message": {**message, "content": [], "stop_reason": None, "usage": start_usage}},
+            {"type": "ping"},
+        ]
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                events.append({"type": "content_block_start", "index": index,
+                               "content_block": {"type": "text", "text": ""}})
+                events += [{"type": "content_block_delta", "index": index,
+                            "delta": {"type": "text_delta", "text": piece}} for piece in _pieces(block["text"])]
+            else:
+                call = reply.tool_calls[index - (len(blocks) - len(reply.tool_calls))]
+                events.append({"type": "content_block_start", "index": index,
+                               "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"],
+                                                 "input": {}}})
+                events += [{"type": "content_block_delta", "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece}}
+                           for piece in _pieces(_arguments_text(call))]
+            events.append({"type": "content_block_stop", "index": index})
+        events.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                       "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}})
+        events.append({"type": "message_stop"})
+        self._write_events(_sse(event["type"], event) for event in events)
+
+    # -- OpenAI responses --------------------------------------------------------
+
+    def _answer_responses(self, request: RecordedRequest, reply: Reply) -> None:
+        model = request.model or DEFAULT_MODEL
+        t = turn(request)
+        response_id = "resp_" + uuid.uuid4().hex[:24]
+        items: list[dict] = []
+        if reply.content or not reply.tool_calls:
+            items.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
+                          "role": "assistant",
+                          "content": [{"type": "output_text", "text": reply.content or "", "annotations": []}]})
+        for index, call in enumerate(reply.tool_calls):
+            call_id = call.id or f"call_{t}_{index}"
+            items.append({"type": "function_call", "id": f"fc_{t}_{index}", "call_id": call_id, "name": call.name,
+                          "arguments": _arguments_text(call), "status": "completed"})
+        input_tokens, output_tokens = _token_counts(request, reply)
+        usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": input_tokens + output_tokens}
+        b = request.body or {}
+        incomplete = reply.finish_reason == "length"
+        response = {
+            "id": response_id, "object": "response", "created_at": int(time.time()), "model": model,
+            "status": "incomplete" if incomplete else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "error": None, "instructions": b.get("instructions"), "output": items, "usage": usage,
+            "parallel_tool_calls": bool(b.get("parallel_tool_calls", True)),
+            "tool_choice": b.get("tool_choice", "auto"),
+            "tools": request.tools, "temperature": None, "top_p": None, "metadata": {},
+            "text": {"format": {"type": "text"}},
+        }
+        if not request.stream:
+            self._send(200, json.dumps(response).encode())
+            return
+        self._start_stream()
+        pending = {**response, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+        events: list[dict] = [{"type": "response.created", "response": pending},
+                              {"type": "response.in_progress", "response": pending}]
+        for index, item in enumerate(items):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                events.append({"type": "response.output_item.added", "output_index": index,
+                               "item": {**item, "status": "in_progress", "content": []}})
+                part = {"type": "output_text", "text": "", "annotations": []}
+                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                events.append({"type": "response.content_part.added", **where, "part": part})
+                events += [{"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []}
+                           for piece in _pieces(text)]
+                events.append({"type": "response.output_text.done", **where, "text": text, "logprobs": []})
+                events.append({"type": "response.content_part.done", **where, "part": {**part, "text": text}})
+            else:
+                events.append({"type": "response.output_item.added", "output_index": index,
+                               "item": {**item, "arguments": "", "status": "in_progress"}})
+                events += [{"type": "response.function_call_arguments.delta", "item_id": item["id"],
+                            "output_index": index, "delta": piece} for piece in _pieces(item["arguments"])]
+                events.append({"type": "response.function_call_arguments.done", "item_id": item["id"],
+                               "output_index": index, "name": item["name"], "arguments": item["arguments"]})
+            events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+        events.append({"type": "response.incomplete" if incomplete else "response.completed", "response": response})
+        for number, event in enumerate(events):
+            event["sequence_number"] = number
+        self._write_events(_sse(event["type"], event) for event in events)
+
+
+def _sse(name: str, data: dict) -> bytes:
+    """One named server-sent event (the shape Anthropic and the responses API stream)."""
+    return f"event: {name}\ndata: ".encode() + json.dumps(data).encode() + b"\n\n"
+
+
+def _tool_input(call: ToolCall) -> Any:
+    """A tool call's Anthropic ``input``: the arguments object (a JSON string is parsed when it is one)."""
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments  # malformed on purpose: sent as is
+
+
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def _stop_reason(reply: Reply) -> str:
+    if reply.finish_reason is None:
+        return "tool_use" if reply.tool_calls else "end_turn"
+    return _STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
 
 
 def _model_object(model_id: str) -> dict:
     # context_length is what llama.cpp/vLLM-style servers report; Hermes reads it
     # from /v1/models and then skips its OpenRouter metadata lookup (network).
-    return {"id": model_id, "object": "model", "created": 0, "owned_by": "llm-server", "context_length": CONTEXT_LENGTH}
+    # type/display_name/created_at make the same object an Anthropic model.
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "llm-server", "context_length": CONTEXT_LENGTH,
+            "type": "model", "display_name": model_id, "created_at": "2025-01-01T00:00:00Z"}
 
 
 def _wire_call(call: ToolCall, turn_index: int, index: int) -> dict:
@@ -533,32 +992,24 @@ def _wire_call(call: ToolCall, turn_index: int, index: int) -> dict:
     return {
         "id": call.id or f"call_{turn_index}_{index}",
         "type": "function",
-        "function": {
-            "name": call.name,
-            "arguments": call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
-        },
+        "function": {"name": call.name, "arguments": _arguments_text(call)},
     }
 
 
-def _usage(request: RecordedRequest, reply: Reply, calls: list[dict]) -> dict:
-    prompt = reply.input_tokens
-    if prompt is None:
-        prompt = _estimate_tokens(json.dumps(request.body))
-    completion = reply.output_tokens
-    if completion is None:
-        text = (reply.content or "") + "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
-        completion = _estimate_tokens(text)
+def _usage(request: RecordedRequest, reply: Reply) -> dict:
+    prompt, completion = _token_counts(request, reply)
     usage: dict = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     if reply.cost is not None:
         usage["cost"] = reply.cost
     return usage
 
-
 class LLMServer:
-    """A threaded OpenAI-compatible server on 127.0.0.1 (a free port).
+    """A threaded model server on 127.0.0.1 (a free port): chat completions,
+    Anthropic messages and responses.
 
-    ``handler(request) -> Reply | str`` decides each chat answer (default "ok").
-    ``requests`` holds every chat request in arrival order; ``all_requests``
+    ``handler(request) -> Reply | str`` decides each model answer (default
+    "ok"), whatever the API; ``request.api`` tells which one it came in.
+    ``requests`` holds every model request in arrival order; ``all_requests``
     every request of any kind; ``errors`` the exceptions handlers raised (each
     also answered as a 500 carrying the exception text).
     """
@@ -620,13 +1071,14 @@ class LLMServer:
         """Replace the handler; requests already being answered keep the old one."""
         self._handler = handler
 
-    def chat_requests(self, model: str | None = None) -> list[RecordedRequest]:
-        """Chat requests received so far, optionally only those for ``model``."""
+    def chat_requests(self, model: str | None = None, api: str | None = None) -> list[RecordedRequest]:
+        """Model requests received so far, optionally only those for ``model`` or in ``api``."""
         with self._lock:
-            return [r for r in self.requests if model is None or r.model == model]
+            return [r for r in self.requests
+                    if (model is None or r.model == model) and (api is None or r.api == api)]
 
     def models(self) -> list[str]:
-        """``test-model`` plus every model named in a chat request, first seen first."""
+        """``test-model`` plus every model named in a model request, first seen first."""
         with self._lock:
             return list(self._models)
 
