@@ -4,9 +4,10 @@
 # Installs (as root, or with sudo): docker.io, bubblewrap, busybox-static (the
 # rootfs of the local test image: no registry is needed), chromium (renders
 # the HTML report headless); starts dockerd when
-# no engine answers; installs this package with its test extras and hermes-agent.
-# In CI (CI=true) Docker, bubblewrap and Hermes tests must run: they fail
-# instead of skipping when their dependency is missing.
+# no engine answers; installs this package with its test extras and hermes-agent,
+# and the Claude Code and Codex CLIs from npm into tests/.npm.
+# In CI (CI=true) Docker, bubblewrap, Hermes, chromium, Claude Code and Codex
+# tests must run: they fail instead of skipping when their dependency is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,9 +35,33 @@ fi
 echo "== installing pytest-skillcourt with its test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,hermes]'
 
+# The real agent CLIs (Claude Code, Codex), pinned, from npm into tests/.npm
+# (git-ignored; SKILL_COURT_NPM_DIR moves it; tests/agent_clis.py finds them).
+# Install scripts must run: Claude Code's postinstall puts its native binary in
+# place, and npm 11 runs it only for packages named in "allowScripts".
+NPM_DIR="${SKILL_COURT_NPM_DIR:-tests/.npm}"
+CLAUDE_CODE_VERSION=2.1.332 CODEX_VERSION=0.171.0
+npm_has() {  # package $1 at version $2 is installed in $NPM_DIR
+  [ "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' \
+       "$NPM_DIR/node_modules/$1/package.json" 2>/dev/null)" = "$2" ]
+}
+if ! npm_has @anthropic-ai/claude-code "$CLAUDE_CODE_VERSION" || ! npm_has @openai/codex "$CODEX_VERSION"; then
+  command -v npm >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm >/dev/null; }
+  echo "== installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION and @openai/codex@$CODEX_VERSION into $NPM_DIR"
+  mkdir -p "$NPM_DIR"
+  cat >"$NPM_DIR/package.json" <<JSON
+{"name": "skill-court-test-clis", "private": true,
+ "dependencies": {"@anthropic-ai/claude-code": "$CLAUDE_CODE_VERSION", "@openai/codex": "$CODEX_VERSION"},
+ "allowScripts": {"@anthropic-ai/claude-code": true}}
+JSON
+  # Exact versions: 2.1.332 declares node >= 22, and for a range npm would pick an older
+  # release that fits the local node; the CLI is a native binary and needs no node.
+  npm install --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error
+fi
+
 if [ "${CI:-}" = "true" ]; then
   export SKILL_COURT_REQUIRE_DOCKER=1 SKILL_COURT_REQUIRE_BWRAP=1 SKILL_COURT_REQUIRE_HERMES=1 \
-         SKILL_COURT_REQUIRE_CHROMIUM=1
+         SKILL_COURT_REQUIRE_CHROMIUM=1 SKILL_COURT_REQUIRE_CLAUDE=1 SKILL_COURT_REQUIRE_CODEX=1
 fi
 echo "== running the tests"
 exec python3 -m pytest -p no:cacheprovider "$@"
