@@ -1,0 +1,366 @@
+"""Tool calls and skill loads out of a transcript, for every runner and for cause finding.
+
+A transcript is a list of messages in the OpenAI chat shape, as every runner
+records it (``RunRecord.transcript``) and as Hermes stores its sessions
+(``state.db``, read by ``agent/hermes_runner.py`` and ``mine.py``):
+
+- an assistant message carries ``tool_calls``: ``{"id", "function": {"name",
+  "arguments"}}`` with the arguments as a JSON string or already a dict; a
+  flat ``{"id", "name", "arguments"}`` is read the same, and so is the whole
+  list stored as JSON text (Hermes' ``tool_calls`` column);
+- a tool result is a ``role: tool`` message naming its call by ``tool_call_id``;
+- content is a string, a list of parts (``{"type": "text", "text": ...}``),
+  or Hermes' stored form of such a list (``"\\x00json:[...]"``).
+
+Anything unreadable is skipped, never fatal.
+
+Skill names.  Hermes' ``skill_view`` accepts a skill by its frontmatter
+``name``, its folder name, its folder path under the skills root
+(``category/name``, the way the skills index groups it) and that path with
+``/SKILL.md`` or ``/SKILL`` after it.  :func:`skill_name` turns every such form
+into the library's name for the skill (with the library it also resolves a
+folder name that differs from the frontmatter name; without it, the last path
+segment is the name).  A plugin-qualified ``plugin:skill`` names a skill the
+library does not hold and stays as it is.
+
+Whether a run loaded a skill (:func:`skill_loaded`) and where
+(:func:`load_index`) count a ``skill_view`` of it in any of those forms; a
+successful view also counts by the ``name`` its result reports, which both
+runners set to the frontmatter name.  :func:`skills_read` is the run cache's
+conservative "which skills may this run have read" (README, "Store, cache and
+budget").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from .skills import Library, Skill
+
+__all__ = [
+    "ToolCall",
+    "Exchange",
+    "SkillView",
+    "parse_calls",
+    "message_calls",
+    "message_text",
+    "exchanges",
+    "view_result",
+    "find_skill",
+    "skill_name",
+    "skill_views",
+    "skill_loaded",
+    "load_index",
+    "skills_read",
+]
+
+#: The tool that loads a skill, in Hermes and in the built-in runner.
+SKILL_VIEW = "skill_view"
+#: Hermes' prefix for message content it stored as JSON (``hermes_state``).
+CONTENT_JSON_PREFIX = "\x00json:"
+#: What may follow a skill's folder path in a ``skill_view`` name.
+_SKILL_FILE_SUFFIXES = ("/SKILL.md", "/SKILL")
+
+_SKILLS_PATH = re.compile(r"skills/+([A-Za-z0-9_.:-][^/\s'\"]*)?")
+
+
+# -- tool calls ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: its id, the tool's name and the arguments.
+
+    ``arguments`` is the parsed JSON object ({} when absent or unreadable);
+    ``arguments_text`` the arguments as the model sent them (a JSON dump when
+    they came as a dict), for rules that read the raw text.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_text: str
+
+
+def _call(raw: Mapping[str, Any]) -> ToolCall:
+    nested = raw.get("function")
+    fn: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
+    name = fn.get("name")
+    args = fn.get("arguments")
+    parsed: Any = {}
+    if isinstance(args, Mapping):
+        parsed, text = dict(args), json.dumps(dict(args))
+    elif isinstance(args, str):
+        text = args
+        try:
+            parsed = json.loads(args) if args.strip() else {}
+        except ValueError:
+            parsed = {}
+    else:
+        text = json.dumps(args or {})
+    call_id = raw.get("id") or raw.get("call_id") or ""
+    return ToolCall(id=str(call_id), name=name if isinstance(name, str) else "",
+                    arguments=parsed if isinstance(parsed, dict) else {}, arguments_text=text)
+
+
+def parse_calls(raw: Any) -> list[ToolCall]:
+    """The calls of one ``tool_calls`` value: a list, one call, or either as JSON text."""
+    if not raw:
+        return []
+    calls = raw
+    if isinstance(raw, (str, bytes)):
+        try:
+            calls = json.loads(raw)
+        except ValueError:
+            return []
+    if isinstance(calls, Mapping):
+        calls = [calls]
+    if not isinstance(calls, list):
+        return []
+    return [_call(c) for c in calls if isinstance(c, Mapping)]
+
+
+def message_calls(message: Mapping[str, Any]) -> list[ToolCall]:
+    """The tool calls of an assistant message ([] for any other message)."""
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return []
+    return parse_calls(message.get("tool_calls"))
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text; of a list of parts, the text parts, one a line."""
+    if content is None:
+        return ""
+    if isinstance(content, bytes):
+        content = content.decode("utf-8", "replace")
+    if isinstance(content, str):
+        if not content.startswith(CONTENT_JSON_PREFIX):
+            return content
+        try:
+            content = json.loads(content[len(CONTENT_JSON_PREFIX):])
+        except ValueError:
+            return content[len(CONTENT_JSON_PREFIX):]
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, (Mapping, list)):
+            return ""
+    if isinstance(content, Mapping):
+        content = [content]
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts)
+    return str(content)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A tool call, the index of the assistant message holding it, and its result's text
+    (None when no tool message answered it)."""
+
+    index: int
+    call: ToolCall
+    result: str | None
+
+
+def exchanges(transcript: Sequence[Mapping[str, Any]]) -> list[Exchange]:
+    """Every tool call of the transcript in order, each with its result.
+
+    A tool message answers the latest unanswered call with its
+    ``tool_call_id`` (ids may repeat across messages).
+    """
+    found: list[tuple[int, ToolCall]] = []
+    results: dict[int, str] = {}
+    waiting: dict[str, int] = {}
+    for i, message in enumerate(transcript):
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") == "assistant":
+            for call in message_calls(message):
+                waiting[call.id] = len(found)
+                found.append((i, call))
+        elif message.get("role") == "tool":
+            at = waiting.pop(str(message.get("tool_call_id") or ""), None)
+            if at is not None:
+                results[at] = message_text(message.get("content"))
+    return [Exchange(index=i, call=call, result=results.get(n)) for n, (i, call) in enumerate(found)]
+
+
+def view_result(text: str | None) -> dict[str, Any] | None:
+    """A ``skill_view`` result as the JSON object it is, else None."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- skill names ---------------------------------------------------------------
+
+
+def _folder_path(library: Library, skill: Skill) -> str | None:
+    try:
+        return skill.folder.relative_to(library.root).as_posix()
+    except ValueError:
+        return None
+
+
+def _path_form(raw: str) -> str:
+    name = raw.strip().strip("/")
+    for suffix in _SKILL_FILE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)].rstrip("/")
+    return name
+
+
+def find_skill(raw: Any, library: Library) -> Skill | None:
+    """The library's skill a ``skill_view`` name argument names, or None.
+
+    Tried in order: the frontmatter name; the folder path under the library
+    (``category/name``, also with ``/SKILL.md`` or ``/SKILL``); the last path
+    segment as a frontmatter name; the last segment as a folder name, when
+    only one skill has that folder name.  ``plugin:skill`` names none.
+    """
+    if not isinstance(raw, str):
+        return None
+    full = raw.strip()
+    if not full:
+        return None
+    exact = library.get(full)
+    if exact is not None:
+        return exact
+    if ":" in full:
+        return None
+    path = _path_form(full)
+    for skill in library.skills:
+        if _folder_path(library, skill) == path:
+            return skill
+    last = path.rsplit("/", 1)[-1].strip()
+    by_name = library.get(last)
+    if by_name is not None:
+        return by_name
+    by_folder = [s for s in library.skills if s.folder.name == last]
+    return by_folder[0] if len(by_folder) == 1 else None
+
+
+def skill_name(raw: Any, library: Library | None = None) -> str:
+    """The library's name for a ``skill_view``/``skill_manage`` name argument.
+
+    With ``library``: the name of the skill :func:`find_skill` finds.
+    Otherwise, or when it finds none: the last segment of the path
+    (``category/name/SKILL.md`` gives ``name``).  ``plugin:skill`` stays as
+    it is; a non-string gives "".
+    """
+    if not isinstance(raw, str):
+        return ""
+    if library is not None:
+        skill = find_skill(raw, library)
+        if skill is not None:
+            return skill.name
+    name = raw.strip()
+    if ":" in name:
+        return name
+    return _path_form(name).rsplit("/", 1)[-1].strip()
+
+
+# -- skill loads ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkillView:
+    """One ``skill_view`` call: the skill it names (library name), where, and how it went.
+
+    ``succeeded`` is True when its result says ``"success": true``, False when
+    the result says otherwise, None when there is no readable JSON result.
+    ``reported`` is the ``name`` a successful result gives ("" otherwise).
+    """
+
+    index: int
+    call: ToolCall
+    skill: str
+    succeeded: bool | None
+    reported: str
+
+    def of(self, skill: str) -> bool:
+        """Is this a view of ``skill`` (by its argument or by what its result reports)?"""
+        return self.skill == skill or self.reported == skill
+
+
+def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None = None) -> list[SkillView]:
+    """Every ``skill_view`` call of the transcript, in order."""
+    views = []
+    for ex in exchanges(transcript):
+        if ex.call.name != SKILL_VIEW:
+            continue
+        result = view_result(ex.result)
+        succeeded = None if result is None or "success" not in result else result.get("success") is True
+        reported = str(result.get("name") or "") if result is not None and succeeded else ""
+        views.append(SkillView(index=ex.index, call=ex.call, succeeded=succeeded, reported=reported,
+                               skill=skill_name(ex.call.arguments.get("name"), library)))
+    return views
+
+
+def skill_loaded(transcript: Sequence[Mapping[str, Any]], skill: str,
+                 library: Library | None = None) -> bool:
+    """True when a ``skill_view`` of ``skill`` (any name form) succeeded."""
+    return any(v.succeeded and v.of(skill) for v in skill_views(transcript, library))
+
+
+def load_index(transcript: Sequence[Mapping[str, Any]], skill: str,
+               library: Library | None = None) -> int | None:
+    """Index of the first assistant message viewing ``skill`` (any name form), or None.
+
+    A view whose result says it failed is not a load; one without a readable
+    result counts (a transcript may hold the bare SKILL.md text as the result).
+    """
+    for view in skill_views(transcript, library):
+        if view.succeeded is not False and view.of(skill):
+            return view.index
+    return None
+
+
+# -- skills read, for the run cache ------------------------------------------------
+
+
+def skills_read(transcript: Sequence[Mapping[str, Any]], visible: Iterable[str]) -> set[str]:
+    """Names of the ``visible`` skills the run may have read.
+
+    A skill's body can change a run only if the run read it: through
+    ``skill_view`` (a successful one, by its argument or by the name its
+    result reports), or by a tool call that touched the skill files in the
+    sandbox (``cat /root/.skills/x/SKILL.md``, ``grep -r ... skills``).  Read
+    conservatively: a call whose arguments mention a skills folder counts as
+    reading the skills it names there, or every visible skill when it names
+    none (``ls``, ``grep -r``).  ``skills_list`` reads no body.
+    """
+    names = set(visible)
+    read: set[str] = set()
+    for ex in exchanges(transcript):
+        tool, text = ex.call.name, ex.call.arguments_text
+        if tool == "skills_list":
+            continue
+        if tool == SKILL_VIEW:
+            result = view_result(ex.result)
+            if result is not None and result.get("success") is True:
+                read.add(str(result.get("name") or skill_name(ex.call.arguments.get("name"))))
+            continue
+        if "skills" not in text:
+            continue
+        named = {m.group(1) for m in _SKILLS_PATH.finditer(text) if m.group(1)}
+        hit = {n for n in names if any(part == n or part.startswith(n + "/") for part in named)}
+        # a folder path names categories too: "skills/ops/deploy" -> look at every segment
+        for m in re.finditer(r"skills/+(\S+)", text):
+            segments = set(re.split(r"[/'\"\s]+", m.group(1)))
+            hit |= names & segments
+        read |= hit or names
+    return read & names
+
