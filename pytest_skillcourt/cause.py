@@ -28,6 +28,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from pytest_skillcourt.agent.client import ChatClient
+from pytest_skillcourt.transcript import load_index, message_text, parse_calls
 from pytest_skillcourt.trial import Cause
 from pytest_skillcourt.llm import (
     TokenBudget,
@@ -127,61 +128,18 @@ def find_line(skill_md: str, quoted: str | None) -> str | None:
 # the transcript
 
 
-def _arguments(call: Mapping[str, Any]) -> dict[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
-    raw = fn.get("arguments") if isinstance(fn, Mapping) else None
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            return {}
-        return value if isinstance(value, dict) else {}
-    return {}
-
-
-def _call_name(call: Mapping[str, Any]) -> str:
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
-    name = fn.get("name") if isinstance(fn, Mapping) else None
-    return name if isinstance(name, str) else ""
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content)
-    return str(content)
-
-
-def skill_load_index(transcript: Sequence[Mapping[str, Any]], skill_name: str) -> int | None:
-    """Index of the first assistant message calling ``skill_view`` on ``skill_name``, or None."""
-    for i, message in enumerate(transcript):
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or []:
-            if (isinstance(call, Mapping) and _call_name(call) == "skill_view"
-                    and _arguments(call).get("name") == skill_name):
-                return i
-    return None
-
-
 def _render(message: Mapping[str, Any]) -> str:
     role = str(message.get("role", "?"))
     parts = []
-    text = _content_text(message.get("content"))
+    text = message_text(message.get("content"))
     if role == "tool":
         label = message.get("name") or message.get("tool_call_id") or ""
         parts.append(f"[tool result{' ' + str(label) if label else ''}]\n{text}")
     elif text:
         parts.append(f"[{role}]\n{text}")
-    for call in message.get("tool_calls") or []:
-        if isinstance(call, Mapping):
-            args = json.dumps(_arguments(call), ensure_ascii=False)
-            parts.append(f"[{role} calls {_call_name(call)}] {args}")
+    for call in parse_calls(message.get("tool_calls")):
+        args = json.dumps(call.arguments, ensure_ascii=False)
+        parts.append(f"[{role} calls {call.name}] {args}")
     return cut_middle("\n".join(parts), MESSAGE_LIMIT)
 
 
@@ -189,6 +147,10 @@ def transcript_excerpt(transcript: Sequence[Mapping[str, Any]], skill_name: str,
                        limit: int = TRANSCRIPT_LIMIT) -> str:
     """The run from its first ``skill_view`` of ``skill_name`` to the end, as text.
 
+    The load is found by any name Hermes accepts for the skill
+    (``category/name``, the folder path with ``/SKILL.md``, a folder name whose
+    result reports ``skill_name``); a view whose result says it failed is not
+    a load (``transcript.load_index``).
     Each message is rendered as ``[role]`` + content (tool calls with their
     arguments, tool results with their tool), a message over
     :data:`MESSAGE_LIMIT` characters keeps head and tail, and the whole keeps
@@ -196,7 +158,7 @@ def transcript_excerpt(transcript: Sequence[Mapping[str, Any]], skill_name: str,
     If the skill was never loaded, everything after the system prompt is shown
     behind a note saying so.
     """
-    start = skill_load_index(transcript, skill_name)
+    start = load_index(transcript, skill_name)
     note = ""
     if start is None:
         start = next((i for i, m in enumerate(transcript)

@@ -12,7 +12,8 @@ The rules, decided from what Hermes 0.19.0 writes:
   insertion order Hermes itself trusts over timestamps) up to the next real
   user message of the same session.
 - A turn *mined for* skill S has an assistant row whose ``tool_calls`` hold a
-  ``skill_view`` call with ``name`` S (``category/S`` counts as S).  A call whose
+  ``skill_view`` call with ``name`` S in any form Hermes accepts (``category/S``,
+  ``category/S/SKILL.md``: ``transcript.skill_name``).  A call whose
   tool result says the skill was not found is ignored: a guessed name is not a
   skill.
 - Not mined, because they are about writing the skill rather than using it:
@@ -59,6 +60,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import yaml
 
 from pytest_skillcourt.atomic import write_atomic
+from pytest_skillcourt.transcript import message_text, parse_calls, skill_name
 
 __all__ = [
     "MinedTask",
@@ -89,9 +91,6 @@ REVIEW_HARNESS_PREFIXES = (
     "Review the conversation above and consider saving to memory",
 )
 COMPACTION_PREFIXES = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
-
-#: hermes_state.SessionDB._CONTENT_JSON_PREFIX: multimodal content stored as JSON.
-_CONTENT_JSON_PREFIX = "\x00json:"
 
 # Words that, between the verb and "skill", mean the skill is a means, not the
 # object ("write the notes using our skill" is a use of the skill).
@@ -163,84 +162,6 @@ class SuiteWrite:
 def normalise_prompt(prompt: str) -> str:
     """The de-duplication key: case folded, whitespace collapsed, ends stripped."""
     return " ".join(prompt.split()).casefold()
-
-
-def _skill_name(raw: Any) -> str:
-    """The library name of a ``skill_view``/``skill_manage`` name argument.
-
-    Hermes accepts ``category/name`` paths; the library names the skill by its
-    last segment.  Plugin-qualified names (``plugin:skill``) stay as they are.
-    """
-    if not isinstance(raw, str):
-        return ""
-    name = raw.strip().strip("/")
-    if name.endswith("/SKILL.md"):
-        name = name[: -len("/SKILL.md")]
-    return name.rsplit("/", 1)[-1].strip()
-
-
-def _text(content: Any) -> str:
-    """Message content as text; multimodal JSON content keeps its text parts."""
-    if content is None:
-        return ""
-    if isinstance(content, bytes):
-        content = content.decode("utf-8", "replace")
-    if not isinstance(content, str):
-        return str(content)
-    if content.startswith(_CONTENT_JSON_PREFIX):
-        try:
-            parts = json.loads(content[len(_CONTENT_JSON_PREFIX):])
-        except ValueError:
-            return content[len(_CONTENT_JSON_PREFIX):]
-        if isinstance(parts, str):
-            return parts
-        if isinstance(parts, dict):
-            parts = [parts]
-        texts = []
-        for part in parts if isinstance(parts, list) else []:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-        return "\n".join(texts)
-    return content
-
-
-def _calls(raw: Any) -> Iterator[tuple[str, str, dict]]:
-    """(call id, tool name, arguments) of each call in a ``tool_calls`` column.
-
-    Hermes stores the OpenAI shape (``{"id", "function": {"name", "arguments":
-    JSON string}}``); flat ``{"name", "arguments"}`` and dict arguments are
-    accepted too, and anything unreadable is skipped, never fatal.
-    """
-    if not raw:
-        return
-    try:
-        calls = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
-    except ValueError:
-        return
-    if isinstance(calls, dict):
-        calls = [calls]
-    if not isinstance(calls, list):
-        return
-    for call in calls:
-        if not isinstance(call, dict):
-            continue
-        nested = call.get("function")
-        function: dict = nested if isinstance(nested, dict) else call
-        name = function.get("name")
-        if not isinstance(name, str):
-            continue
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                arguments = {}
-        if not isinstance(arguments, dict):
-            arguments = {}
-        call_id = call.get("id") or call.get("call_id") or ""
-        yield str(call_id), name, arguments
 
 
 def _skill_not_found(result: str) -> bool:
@@ -356,7 +277,7 @@ def _turns(rows: Iterable[tuple], skip_sessions: set[str]) -> Iterator[_Turn]:
         if session_id in skip_sessions:
             continue
         if role == "user":
-            text = _text(content)
+            text = message_text(content)
             head = text.lstrip()
             if head.startswith(COMPACTION_PREFIXES):
                 continue  # transparent: the interrupted turn goes on
@@ -372,17 +293,17 @@ def _turns(rows: Iterable[tuple], skip_sessions: set[str]) -> Iterator[_Turn]:
         if current is None or in_review:
             continue
         if role == "assistant":
-            for call_id, name, arguments in _calls(tool_calls):
-                skill = _skill_name(arguments.get("name"))
+            for call in parse_calls(tool_calls):
+                skill = skill_name(call.arguments.get("name"))
                 if not skill:
                     continue
-                if name == "skill_view":
+                if call.name == "skill_view":
                     current.viewed.setdefault(skill, None)
-                    current.view_calls[call_id or f"#{len(current.view_calls)}"] = skill
-                elif name == "skill_manage" and arguments.get("action") in _SKILL_MODIFYING_ACTIONS:
+                    current.view_calls[call.id or f"#{len(current.view_calls)}"] = skill
+                elif call.name == "skill_manage" and call.arguments.get("action") in _SKILL_MODIFYING_ACTIONS:
                     current.created.add(skill)
         elif role == "tool" and tool_name == "skill_view" and tool_call_id:
-            if _skill_not_found(_text(content)):
+            if _skill_not_found(message_text(content)):
                 current.not_found.add(str(tool_call_id))
     if current is not None:
         yield current
@@ -400,7 +321,7 @@ def mine_requests(state_db: Path, skills: Sequence[str] | None = None) -> dict[s
         StateDBError: the file is missing, unreadable, or not a Hermes state.db.
     """
     state_db = Path(state_db)
-    wanted = None if skills is None else {_skill_name(s) or s for s in skills}
+    wanted = None if skills is None else {skill_name(s) or s for s in skills}
     conn = _connect(state_db)
     try:
         # One read transaction: a consistent snapshot while Hermes writes.

@@ -160,7 +160,7 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     rec.answer, rec.transcript = result.answer, result.transcript
     rec.input_tokens, rec.output_tokens = result.input_tokens, result.output_tokens
     rec.api_calls, rec.skill_loaded, rec.error = result.api_calls, result.skill_loaded, result.error
-    from .agent.reads import skills_read
+    from .transcript import skills_read
 
     hashes = {s.name: s.hash for s in visible}
     rec.loaded_skills = {name: hashes[name] for name in sorted(skills_read(result.transcript, hashes))}

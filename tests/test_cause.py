@@ -101,6 +101,30 @@ def test_excerpt_accepts_dict_arguments_and_skips_bad_json():
     assert transcript_excerpt(transcript, "s").startswith("[assistant]\nLOADED")
 
 
+@pytest.mark.parametrize("name", ["sales/sales-csv-totals", "sales/sales-csv-totals/SKILL.md", "csv-totals"])
+def test_excerpt_starts_at_a_load_by_category_path_or_folder_name(name: str):
+    # Hermes' skill_view accepts the folder path and the folder name; its result names the skill.
+    transcript = TRANSCRIPT[:4] + [
+        {"role": "assistant", "content": "LOADING", "tool_calls": [call("skill_view", {"name": name}, "c1")]},
+        {"role": "tool", "tool_call_id": "c1",
+         "content": json.dumps({"success": True, "name": "sales-csv-totals", "content": SKILL_MD})},
+    ] + TRANSCRIPT[6:]
+    text = transcript_excerpt(transcript, "sales-csv-totals")
+    assert text.startswith("[assistant]\nLOADING") and "EARLY-THOUGHT" not in text
+
+
+def test_a_refused_view_is_not_where_the_skill_loaded():
+    transcript = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "TRY", "tool_calls": [call("skill_view", {"name": "s"}, "c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"success": False, "error": "Ambiguous"})},
+        {"role": "assistant", "content": "AGAIN", "tool_calls": [call("skill_view", {"name": "cat/s"}, "c2")]},
+        {"role": "tool", "tool_call_id": "c2", "content": json.dumps({"success": True, "name": "s"})},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert transcript_excerpt(transcript, "s").startswith("[assistant]\nAGAIN")
+
+
 def test_excerpt_without_a_load_shows_the_conversation_and_says_so():
     text = transcript_excerpt(TRANSCRIPT, "never-loaded")
     assert text.startswith("(the run never called skill_view on 'never-loaded'")

@@ -71,6 +71,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..sandbox.base import Sandbox, SandboxError, SandboxUnavailable
+from ..skills import Library
+from ..transcript import skill_loaded
 from .builtin import AgentResult
 
 if TYPE_CHECKING:
@@ -464,31 +466,6 @@ def read_transcript(state_db: Path, session_id: str | None) -> list[dict[str, An
     return messages
 
 
-def skill_was_loaded(transcript: list[dict[str, Any]], skill: str) -> bool:
-    """True when a ``skill_view`` of ``skill`` succeeded in the transcript."""
-    wanted: set[str] = set()
-    for msg in transcript:
-        if msg.get("role") == "assistant":
-            for call in msg.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                if fn.get("name") != "skill_view":
-                    continue
-                try:
-                    args = json.loads(fn.get("arguments") or "{}")
-                except ValueError:
-                    continue
-                if isinstance(args, dict) and str(args.get("name", "")).strip() == skill:
-                    wanted.add(call.get("id", ""))
-        elif msg.get("role") == "tool" and msg.get("tool_call_id") in wanted:
-            try:
-                result = json.loads(msg.get("content") or "")
-            except ValueError:
-                continue
-            if isinstance(result, dict) and result.get("success") is True:
-                return True
-    return False
-
-
 def classify(*, exit_code: int | None, timed_out: bool, answer: str,
              usage: dict[str, Any] | None, stderr: str) -> tuple[str, str | None]:
     """(AgentResult.status, error) from how ``hermes -z`` ended.
@@ -564,9 +541,15 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def result_from_run(*, exit_code: int | None, timed_out: bool, elapsed: float, stdout: str, stderr: str,
-                    usage: dict[str, Any] | None, state_db: Path, skill: str) -> AgentResult:
+                    usage: dict[str, Any] | None, state_db: Path, skill: str,
+                    library: Library | None = None) -> AgentResult:
     """The AgentResult of one finished ``hermes -z``: status, answer (stdout),
-    tokens and price from the usage file, transcript from ``state.db``."""
+    tokens and price from the usage file, transcript from ``state.db``.
+
+    ``skill_loaded``: a ``skill_view`` of ``skill`` succeeded, by any name
+    Hermes accepts (``transcript.skill_loaded``; ``library`` resolves folder
+    names).
+    """
     answer = stdout.strip()
     status, error = classify(exit_code=exit_code, timed_out=timed_out, answer=answer, usage=usage,
                              stderr=stderr)
@@ -586,7 +569,7 @@ def result_from_run(*, exit_code: int | None, timed_out: bool, elapsed: float, s
         cost_usd=cost,
         api_calls=int(usage.get("api_calls") or 0),
         iterations=sum(1 for m in transcript if m.get("role") == "assistant" and m.get("tool_calls")),
-        skill_loaded=skill_was_loaded(transcript, skill),
+        skill_loaded=skill_loaded(transcript, skill, library),
         error=error,
     )
 
@@ -648,7 +631,8 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         return result_from_run(
             exit_code=proc.returncode, timed_out=timed_out, elapsed=time.monotonic() - started,
             stdout=out.decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
-            usage=read_usage(hh.usage_file), state_db=hh.state_db, skill=ctx.suite.skill)
+            usage=read_usage(hh.usage_file), state_db=hh.state_db, skill=ctx.suite.skill,
+            library=ctx.library)
     finally:
         if proc is not None and proc.poll() is None:
             _kill_group(proc)

@@ -2,7 +2,8 @@
 
 ``skills_list`` and ``skill_view`` answer in Hermes Agent's shapes, and a
 hidden skill is refused with Hermes' own "disabled" message, so the ``without``
-arm hides a skill exactly as a runtime does (SPEC 6).
+arm hides a skill exactly as a runtime does (README, "What it does").
+``skill_view`` finds a skill by every name Hermes accepts (``transcript.find_skill``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from ..sandbox.base import Sandbox, SandboxError
 from ..skills import Library, Skill
+from ..transcript import find_skill
 
 #: Where the visible skills are placed inside the sandbox (a hidden folder,
 #: so the judge's file capture never mistakes them for the run's work).
@@ -188,14 +190,9 @@ class Toolbox:
             "hint": "Use skill_view(name) to see full content, tags, and linked files",
         }, ensure_ascii=False)
 
-    def _find(self, name: str) -> Skill | None:
-        # Hermes accepts "category/name" as well as the bare name.
-        bare = name.strip().rsplit("/", 1)[-1]
-        return self.library.get(bare) or self.library.get(name.strip())
-
     def _skill_view(self, args: Mapping[str, Any]) -> str:
         name = str(args["name"])
-        skill = self._find(name)
+        skill = find_skill(name, self.library)
         if skill is None:
             return json.dumps({"success": False, "error": f"Skill '{name}' not found.",
                                "available_skills": [s.name for s in self.visible][:20]})
