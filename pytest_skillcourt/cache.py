@@ -13,11 +13,11 @@ import hashlib
 import json
 from typing import Any
 
-from . import __version__
 from .agent.client import ModelSpec
+from .agent.context import RunContext
 from .agent.prompt import template_hash
+from .agent.runner import get_runner
 from .records import RunRecord
-from .run import RunContext
 from .skills import Library
 
 
@@ -27,7 +27,7 @@ def run_key(ctx: RunContext) -> str:
     The visible library enters by what every run sees of it: each visible
     skill's name, category and description (the skills index and
     ``skills_list``).  Skill *bodies* are not in the key: a run records the
-    skills it read (``RunRecord.loaded_skills``, see ``agent/reads.py``) and
+    skills it read (``RunRecord.loaded_skills``, see ``transcript.skills_read``) and
     is reused only while their hashes hold.  So editing a skill's body replays
     just the runs that read it (typically its own ``with`` arm); editing its
     description replays every run that can see it; runs it is hidden from
@@ -35,6 +35,7 @@ def run_key(ctx: RunContext) -> str:
     """
     visible = {s.name: [s.category, s.description] for s in ctx.library.visible(ctx.hidden)}
     s = ctx.settings
+    runner = get_runner(s.agent.value)
     parts: dict[str, Any] = {
         "task": ctx.task.content_hash(ctx.suite.setup),
         "arm": ctx.arm,
@@ -42,7 +43,7 @@ def run_key(ctx: RunContext) -> str:
         "visible": visible,
         "model": ctx.model.label,
         "base_url": ctx.model.base_url,
-        "runner": f"{s.agent.value}/{__version__}",
+        "runner": f"{runner.name}/{runner.version}",
         "template": template_hash(),
         "image": ctx.image_id,
         "backend": ctx.backend,

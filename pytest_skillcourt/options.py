@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from . import sandbox
+from .agent.registry import DEFAULT_RUNNER, RUNNERS
 
 DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_TIMEOUT = 900.0
@@ -33,9 +34,11 @@ class FailOn(str, enum.Enum):
     NEVER = "never"
 
 
-class AgentChoice(str, enum.Enum):
-    BUILTIN = "builtin"
-    HERMES = "hermes"
+#: ``--skill-court-agent``: one member per registered runner (``agent/registry.py``),
+#: named by it in capitals (``AgentChoice.HERMES.value == "hermes"``).
+AgentChoice = enum.Enum(  # type: ignore[misc]  # members come from the registry
+    "AgentChoice", [(name.upper().replace("-", "_"), name) for name in RUNNERS],
+    type=str, module=__name__)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,7 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     opt("base-url", "OpenAI-compatible endpoint for the models", metavar="URL",
         help="OpenAI-compatible endpoint (vLLM, llama.cpp, LM Studio, a proxy); "
              "overrides the provider's default")
-    opt("agent", "agent runner: builtin or hermes", metavar="RUNNER",
+    opt("agent", f"agent runner: {', '.join(RUNNERS)}", metavar="RUNNER",
         choices=[c.value for c in AgentChoice],
         help="agent runner: builtin (tool loop over chat completions, default) or hermes "
              "(the real Hermes Agent)")
@@ -268,7 +271,7 @@ def load_settings(config: pytest.Config) -> Settings:
         suite_dirs=tuple(config.getini("skill_court_suite_dirs")),
         models=models,
         base_url=_value(config, "base_url"),
-        agent=AgentChoice(_value(config, "agent") or "builtin"),
+        agent=AgentChoice(_value(config, "agent") or DEFAULT_RUNNER),
         hermes_profile=Path(os.path.expanduser(hermes_profile)) if hermes_profile else None,
         sandbox=_sandbox_choice(_value(config, "sandbox")),
         image=_value(config, "image") or DEFAULT_IMAGE,

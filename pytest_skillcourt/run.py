@@ -1,52 +1,32 @@
-"""One run: a fresh sandbox, setup, the task's files, the agent, the check or the capture (SPEC 7)."""
+"""One run: a fresh sandbox, setup, the task's files, the agent, the check or the capture.
+
+The agent is whichever runner ``--skill-court-agent`` names
+(``agent/runner.py``, looked up in ``agent/registry.py``): it gives the
+sandbox its labels and runs the task in it; everything before (setup, the
+task's files) and after (the check, or the file capture for the judge) is the
+same for every runner.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
+from .agent.client import ModelSpec
+from .agent.context import RunContext
+from .agent.runner import Runner, get_runner
 from .clock import utc_now
-from .agent.client import ChatClient, ModelSpec
 from .options import Settings
 from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
                       RunRecord)
+from .sandbox import open_sandbox
 from .sandbox.base import ANSWER_PATH, LABEL, Sandbox, SandboxError, SandboxSpec
-from .skills import Library
-from .suite import Suite, Task
+from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
+from .transcript import skills_read
 
 CHECK_TIMEOUT = 120.0
 LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "lmstudio", "vllm"})
 SETUP_TIMEOUT = 300.0
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """Everything one run depends on; its cache key is derived from it."""
-
-    settings: Settings
-    library: Library
-    suite: Suite
-    suite_rel: str
-    task: Task
-    arm: str
-    rep: int
-    model: ModelSpec
-    trial: str
-    backend: str
-    image: str
-    image_id: str
-
-    @property
-    def hidden(self) -> frozenset[str]:
-        hidden = set(self.settings.disabled)
-        if self.arm == "without":
-            hidden.add(self.suite.skill)
-        return frozenset(hidden)
-
-    @property
-    def timeout(self) -> float:
-        return float(self.suite.timeout or self.settings.timeout)
 
 
 def price(settings: Settings, model: ModelSpec, input_tokens: int, output_tokens: int,
@@ -86,22 +66,17 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     Harness failures (sandbox could not start, setup failed) come back as a
     record with status ``error`` and the reason; they are never cached.
     """
-    from .sandbox import open_sandbox
-
+    runner = get_runner(ctx.settings.agent.value)
     rec = RunRecord(
         run_id=run_id, cache_key=key, trial=ctx.trial, skill=ctx.suite.skill,
         suite=ctx.suite_rel, task_id=ctx.task.id, arm=ctx.arm, rep=ctx.rep,
-        model=ctx.model.label, status=HARNESS_ERROR, runner=ctx.settings.agent.value,
+        model=ctx.model.label, status=HARNESS_ERROR, runner=runner.name,
         image=ctx.image if ctx.backend == "docker" else None, backend=ctx.backend,
         started_at=utc_now(),
     )
     start = time.monotonic()
     s = ctx.settings
-    labels = {f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id}
-    if s.agent.value == "hermes":
-        from .agent.hermes_runner import hermes_sandbox_labels
-
-        labels.update(hermes_sandbox_labels(run_id))  # Hermes attaches to the container by them
+    labels = {f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id, **runner.labels(run_id)}
     spec = SandboxSpec(
         image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
         labels=labels,
@@ -110,7 +85,7 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     sandbox: Sandbox | None = None
     try:
         sandbox = open_sandbox(ctx.backend, spec)
-        _run_in(sandbox, ctx, rec)
+        _run_in(sandbox, ctx, rec, runner)
     except SandboxError as err:
         rec.status, rec.error = HARNESS_ERROR, f"sandbox failed: {err}"
     finally:
@@ -123,11 +98,7 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     return rec
 
 
-def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
-    from .agent.builtin import run_builtin_agent
-    from .agent.prompt import render_system_prompt
-    from .agent.tools import Toolbox, skill_files_for_sandbox
-
+def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -> None:
     if ctx.suite.setup:
         setup = sandbox.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
         if not setup.ok:
@@ -135,34 +106,17 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
             rec.error = (f"setup failed (exit {setup.exit_code}{', timed out' if setup.timed_out else ''}): "
                          f"{(setup.stderr or setup.stdout).strip()[-500:]}")
             return
-    visible = ctx.library.visible(ctx.hidden)
     files = {f"/workspace/{rel}": data for rel, data in ctx.task.workspace_files().items()}
-    files.update(skill_files_for_sandbox(ctx.library, visible))
     if files:
         sandbox.write_files(files)
     since = time.time()
     if not ctx.task.check:  # the judge will see changed files: keep the task's own inputs out
-        from .sandbox.capture import mark_run_start
-
         since = mark_run_start()
-    if ctx.settings.agent.value == "hermes":
-        from .agent.hermes_runner import run_hermes_agent
-
-        result = run_hermes_agent(ctx, sandbox)
-    else:
-        toolbox = Toolbox(sandbox=sandbox, library=ctx.library, visible=visible,
-                          hidden=ctx.hidden, skill_under_test=ctx.suite.skill,
-                          deadline=time.monotonic() + ctx.timeout)
-        result = run_builtin_agent(
-            ChatClient(ctx.model), system_prompt=render_system_prompt(visible),
-            prompt=ctx.task.prompt, toolbox=toolbox, timeout=ctx.timeout,
-            max_iterations=ctx.settings.max_iterations)
+    result = runner.run(ctx, sandbox)  # places the skills its agent may see, then runs it
     rec.answer, rec.transcript = result.answer, result.transcript
     rec.input_tokens, rec.output_tokens = result.input_tokens, result.output_tokens
     rec.api_calls, rec.skill_loaded, rec.error = result.api_calls, result.skill_loaded, result.error
-    from .transcript import skills_read
-
-    hashes = {s.name: s.hash for s in visible}
+    hashes = {s.name: s.hash for s in ctx.library.visible(ctx.hidden)}
     rec.loaded_skills = {name: hashes[name] for name in sorted(skills_read(result.transcript, hashes))}
     rec.cost_usd, rec.priced = price(ctx.settings, ctx.model, result.input_tokens,
                                      result.output_tokens, result.cost_usd)
@@ -185,8 +139,6 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
             return
         rec.outcome, rec.outcome_source = check.exit_code == 0, "check"
         return
-    from .sandbox.capture import CaptureFailed, capture_changed_files
-
     try:
         captured = capture_changed_files(sandbox, since)
     except CaptureFailed as err:

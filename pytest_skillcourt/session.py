@@ -19,6 +19,8 @@ from typing import Any, Generator, Iterator
 
 import pytest
 
+from .agent.context import RunContext
+from .agent.runner import get_runner
 from .cache import run_key, still_valid
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem
 from .options import Settings
@@ -148,12 +150,10 @@ class SkillCourt:
                 backend = self.resolve_backend()
             except SandboxUnavailable as err:
                 raise pytest.UsageError(f"skill court: {err}") from None
-            if self.settings.agent.value == "hermes":
-                from .agent.hermes_runner import hermes_reason
-
-                reason = hermes_reason(backend)
-                if reason:
-                    raise pytest.UsageError(f"--skill-court-agent hermes: {reason}")
+            agent = self.settings.agent.value
+            reason = get_runner(agent).check(backend)
+            if reason:
+                raise pytest.UsageError(f"--skill-court-agent {agent}: {reason}")
             from .store import StoreError
 
             try:
@@ -280,7 +280,7 @@ class SkillCourt:
 
     def run_item(self, item: RunItem) -> None:
         """Execute (or reuse) one run and turn it into the item's outcome."""
-        from .run import RunContext, execute_run
+        from .run import execute_run
 
         s = self.settings
         suite, run = item.suite, item.run

@@ -181,3 +181,14 @@ def test_skill_view_takes_every_name_hermes_takes(tmp_path: Path, name: str) -> 
     refused = json.loads(hidden.call("skill_view", json.dumps({"name": name})))
     assert refused["success"] is False and "is disabled" in refused["error"]
 
+
+def test_the_builtin_runner_is_registered_and_runs_everywhere() -> None:
+    from pytest_skillcourt.agent import builtin
+    from pytest_skillcourt.agent.runner import Runner, get_runner, runner_names
+
+    runner = get_runner("builtin")
+    assert runner is builtin.RUNNER and isinstance(runner, Runner)
+    assert runner_names()[0] == "builtin" and "hermes" in runner_names()
+    assert runner.labels("run-1") == {} and runner.check("local") == runner.check("docker") == ""
+    with pytest.raises(ValueError, match="none registered as 'nope'"):
+        get_runner("nope")

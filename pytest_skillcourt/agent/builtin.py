@@ -4,36 +4,29 @@ The model runs on the host; every tool call executes in the run's sandbox.
 Stops when the model answers without a tool call, after 60 tool-calling
 iterations (the run has not completed), or at the timeout: near it the model
 is asked to wrap up and offered no tools; past it the run is interrupted and
-has no outcome (SPEC 7).
+has no outcome.
+
+:data:`RUNNER` is the ``builtin`` runner (``agent/registry.py``): it places the
+visible skills under ``SKILLS_ROOT`` in the sandbox, offers Hermes' skill tools
+over them (``agent/tools.py``) and Hermes' skills index in the system prompt
+(``agent/prompt.py``), and runs this loop.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+from .. import __version__
+from ..sandbox.base import Sandbox
 from .client import ChatClient, ProviderError
-from .tools import TOOL_SCHEMAS, Toolbox
+from .context import RunContext
+from .prompt import render_system_prompt
+from .runner import AgentResult
+from .tools import TOOL_SCHEMAS, Toolbox, skill_files_for_sandbox
 
 WRAP_UP = ("Time is almost up. Stop using tools now and reply with your final answer "
            "to the original request, as complete as you can make it.")
-
-
-@dataclass
-class AgentResult:
-    """What one agent session produced."""
-
-    status: str  # "answered" | "incomplete" | "timeout" | "no_answer"
-    answer: str = ""
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None  # provider-reported; None when any reply lacked it
-    api_calls: int = 0
-    iterations: int = 0
-    skill_loaded: bool = False
-    error: str | None = None
 
 
 def wrap_up_margin(timeout: float) -> float:
@@ -105,3 +98,36 @@ def run_builtin_agent(
     if costs and all(c is not None for c in costs):
         result.cost_usd = float(sum(c for c in costs if c is not None))
     return result
+
+
+class BuiltinRunner:
+    """The ``builtin`` runner: the tool loop above, over chat completions."""
+
+    name = "builtin"
+    version = __version__
+
+    def labels(self, run_id: str) -> dict[str, str]:
+        """None beyond the court's own: the loop talks to the sandbox directly."""
+        return {}
+
+    def check(self, backend: str) -> str:
+        """Runs on every sandbox backend."""
+        return ""
+
+    def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+        """Place the visible skills, then drive one session of :func:`run_builtin_agent`."""
+        visible = ctx.library.visible(ctx.hidden)
+        files = skill_files_for_sandbox(ctx.library, visible)
+        if files:
+            sandbox.write_files(files)
+        toolbox = Toolbox(sandbox=sandbox, library=ctx.library, visible=visible,
+                          hidden=ctx.hidden, skill_under_test=ctx.suite.skill,
+                          deadline=time.monotonic() + ctx.timeout)
+        return run_builtin_agent(
+            ChatClient(ctx.model), system_prompt=render_system_prompt(visible),
+            prompt=ctx.task.prompt, toolbox=toolbox, timeout=ctx.timeout,
+            max_iterations=ctx.settings.max_iterations)
+
+
+#: The registered ``builtin`` runner.
+RUNNER = BuiltinRunner()

@@ -1,4 +1,5 @@
-"""The ``hermes`` runner: the real Hermes Agent, one ``hermes -z`` per run (SPEC 7.1).
+"""The ``hermes`` runner: the real Hermes Agent, one ``hermes -z`` per run
+(README, "Quarantine and the Hermes Agent plugin").
 
 Each run gets its own Hermes profile cloned from the user's
 (``--skill-court-hermes-profile``, default ``~/.hermes``) and every terminal
@@ -12,15 +13,15 @@ command as ``docker exec CONTAINER bash -c ...`` and, before starting a
 container of its own, looks for one to reuse by label ("cross-process
 container reuse": ``hermes-agent=1``, ``hermes-task-id=<task>``,
 ``hermes-profile=<profile>``; ``hermes -z`` uses task ``default``).  The run's
-sandbox carries those labels (:func:`hermes_sandbox_labels`, put on the
-container by run.py) with a profile name unique to the run, and the clone is
-laid out as that profile (``.../profiles/<name>``: Hermes derives the profile
-label from the path).  So Hermes attaches to our container - created by us
-with our limits, no network, no mounts - through its own code path, and two
-runs at once never share a container.  ``read_file``, ``write_file``,
-``patch`` and ``search_files`` run as shell commands in the same backend
-(``tools/file_operations.ShellFileOperations``), and ``execute_code`` ships
-its script into it too.
+sandbox carries those labels (:func:`hermes_sandbox_labels`, the runner's
+``labels``, put on the container by run.py) with a profile name unique to the
+run, and the clone is laid out as that profile (``.../profiles/<name>``:
+Hermes derives the profile label from the path).  So Hermes attaches to our
+container - created by us with our limits, no network, no mounts - through its
+own code path, and two runs at once never share a container.  ``read_file``,
+``write_file``, ``patch`` and ``search_files`` run as shell commands in the
+same backend (``tools/file_operations.ShellFileOperations``), and
+``execute_code`` ships its script into it too.
 
 Hermes can never start a container itself: ``terminal.docker_image`` is
 empty, so any ``docker run`` it tries fails (its prompt-time backend probe
@@ -68,15 +69,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
+from .. import __version__
 from ..sandbox.base import Sandbox, SandboxError, SandboxUnavailable
 from ..skills import Library
 from ..transcript import skill_loaded
-from .builtin import AgentResult
-
-if TYPE_CHECKING:
-    from ..run import RunContext
+from .context import RunContext
+from .runner import AgentResult
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
@@ -107,7 +107,7 @@ DEFAULT_CONTEXT_LENGTH = 131072
 
 #: Where Hermes' Docker backend mounts ``$HERMES_HOME/skills`` in its containers.
 CONTAINER_SKILLS = "/root/.hermes/skills"
-#: The sandbox's working directory (SPEC 7).
+#: The sandbox's working directory.
 WORKSPACE = "/workspace"
 
 #: Environment variables passed to Hermes besides PATH/HOME/HERMES_HOME/LANG:
@@ -134,8 +134,8 @@ def profile_name(run_id: str) -> str:
 def hermes_sandbox_labels(run_id: str) -> dict[str, str]:
     """Labels the run's container must carry so Hermes attaches to it.
 
-    run.py merges them into ``SandboxSpec.labels`` for runs of the hermes
-    runner (Docker labels cannot be added to a running container).
+    They are the runner's ``labels``: run.py puts them in ``SandboxSpec.labels``
+    (Docker labels cannot be added to a running container).
     """
     return {LABEL_AGENT: "1", LABEL_TASK: HERMES_TASK, LABEL_PROFILE: profile_name(run_id)}
 
@@ -638,3 +638,26 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
             _kill_group(proc)
         _remove_stray_containers(profile, getattr(sandbox, "id", None))
         shutil.rmtree(hh.root, ignore_errors=True)
+
+
+class HermesRunner:
+    """The ``hermes`` runner: :func:`run_hermes_agent` behind the ``Runner`` protocol."""
+
+    name = "hermes"
+    version = __version__
+
+    def labels(self, run_id: str) -> dict[str, str]:
+        """The labels Hermes attaches to the sandbox by (:func:`hermes_sandbox_labels`)."""
+        return hermes_sandbox_labels(run_id)
+
+    def check(self, backend: str) -> str:
+        """Why Hermes cannot run on ``backend`` here (:func:`hermes_reason`), or ""."""
+        return hermes_reason(backend)
+
+    def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+        """One ``hermes -z`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
+        return run_hermes_agent(ctx, sandbox)
+
+
+#: The registered ``hermes`` runner.
+RUNNER = HermesRunner()

@@ -1,0 +1,48 @@
+"""What one run depends on: the :class:`RunContext` every runner is given.
+
+A leaf below the runners and the orchestrator: ``run.py`` builds one per run,
+``cache.py`` derives the run's cache key from it, and each runner
+(``agent/runner.py``) reads the task, the model and the visible skills from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..options import Settings
+from ..records import ARM_WITHOUT
+from ..skills import Library
+from ..suite import Suite, Task
+from .client import ModelSpec
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything one run depends on; its cache key is derived from it."""
+
+    settings: Settings
+    library: Library
+    suite: Suite
+    suite_rel: str
+    task: Task
+    arm: str
+    rep: int
+    model: ModelSpec
+    trial: str
+    backend: str
+    image: str
+    image_id: str
+
+    @property
+    def hidden(self) -> frozenset[str]:
+        """Skills this run must not see: the ini's disabled ones, and in the
+        ``without`` arm the skill under test."""
+        hidden = set(self.settings.disabled)
+        if self.arm == ARM_WITHOUT:
+            hidden.add(self.suite.skill)
+        return frozenset(hidden)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds the agent may take: the suite's own timeout, else the setting."""
+        return float(self.suite.timeout or self.settings.timeout)

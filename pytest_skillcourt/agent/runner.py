@@ -1,0 +1,100 @@
+"""The :class:`Runner` protocol: how an agent runs one task in a sandbox.
+
+``run.py`` opens the run's sandbox with the runner's :meth:`Runner.labels`,
+writes the task's files, calls :meth:`Runner.run` and then checks or captures
+what the agent left; ``cache.py`` keys the run on ``name/version``; the
+session refuses to start when :meth:`Runner.check` names a reason.  Runners
+are looked up by name (:func:`get_runner`) in ``agent/registry.py``.
+
+A runner places the skills its agent may see (``ctx.library.visible(ctx.hidden)``)
+where that agent looks for them, runs the agent on ``ctx.task.prompt`` with
+``ctx.model`` until an answer, its own limit or ``ctx.timeout``, and returns an
+:class:`AgentResult` whose transcript is in the OpenAI message shape that
+``transcript.py`` reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..sandbox.base import Sandbox
+from .context import RunContext
+from .registry import RUNNERS
+
+__all__ = ["AgentResult", "Runner", "get_runner", "runner_names"]
+
+
+@dataclass
+class AgentResult:
+    """What one agent session produced."""
+
+    status: str  # "answered" | "incomplete" | "timeout" | "no_answer"
+    answer: str = ""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None  # provider-reported; None when any reply lacked it
+    api_calls: int = 0
+    iterations: int = 0
+    skill_loaded: bool = False
+    error: str | None = None
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """One agent runner, registered by name in ``agent/registry.py``."""
+
+    #: What ``--skill-court-agent`` calls it; also ``RunRecord.runner``.
+    name: str
+    #: Changes whenever the runner can behave differently; with ``name`` it
+    #: is the ``runner`` part of the run cache key (``name/version``).
+    version: str
+
+    def labels(self, run_id: str) -> dict[str, str]:
+        """Extra labels the run's sandbox must carry (set when it is created)."""
+        ...
+
+    def check(self, backend: str) -> str:
+        """"" when this runner can run on sandbox ``backend`` here, else why
+        not and how to fix it (checked once, at session start)."""
+        ...
+
+    def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+        """Run the agent on ``ctx.task`` with every tool call in ``sandbox``.
+
+        Raises:
+            SandboxError: the sandbox broke or cannot serve this runner (the
+                run is a harness failure).
+        """
+        ...
+
+
+_loaded: dict[str, Runner] = {}
+
+
+def runner_names() -> tuple[str, ...]:
+    """Every registered runner name, in the registry's order."""
+    return tuple(RUNNERS)
+
+
+def get_runner(name: str) -> Runner:
+    """The runner registered as ``name``, importing its module on first use.
+
+    Raises:
+        ValueError: no runner is registered as ``name``.
+        TypeError: what the registry names is not a ``Runner`` called ``name``.
+    """
+    found = _loaded.get(name)
+    if found is not None:
+        return found
+    where = RUNNERS.get(name)
+    if where is None:
+        raise ValueError(f"agent runner: none registered as {name!r}; known: {', '.join(RUNNERS)}")
+    module, _, attribute = where.partition(":")
+    obj: object = getattr(importlib.import_module(module), attribute)
+    if not isinstance(obj, Runner) or obj.name != name:
+        raise TypeError(f"agent runner {name!r}: {where!r} is not a Runner named {name!r}")
+    _loaded[name] = obj
+    return obj
