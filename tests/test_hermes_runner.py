@@ -293,63 +293,6 @@ def test_skill_loaded_resolves_a_folder_name_through_the_library(tmp_path: Path)
     assert got.skill_loaded
 
 
-def _session_db(tmp: Path, view_name: str, result: dict) -> tuple[Path, str]:
-    """A state.db written by Hermes' own SessionDB: one run that viewed ``view_name``."""
-    hermes_state = pytest.importorskip("hermes_state", reason="hermes-agent is not installed")
-    path = tmp / "state.db"
-    db = hermes_state.SessionDB(db_path=path)
-    try:
-        sid = db.create_session("s1", "cli", model="m")
-        db.append_message(sid, "user", "Question 1")
-        db.append_message(sid, "assistant", "", tool_calls=[{
-            "id": "c1", "type": "function",
-            "function": {"name": "skill_view", "arguments": json.dumps({"name": view_name})}}])
-        db.append_message(sid, "tool", json.dumps(result), tool_name="skill_view", tool_call_id="c1")
-        db.append_message(sid, "assistant", "42")
-    finally:
-        db.close()
-    return path, sid
-
-
-@pytest.mark.parametrize("view_name", ["formats/house-format", "formats/house-format/SKILL.md"])
-@pytest.mark.parametrize("reported", [True, False], ids=["result-names-it", "result-without-name"])
-@pytest.mark.parametrize(("success", "loaded"), [(True, True), (False, False)], ids=["ok", "refused"])
-def test_skill_loaded_counts_a_view_by_category_and_name(tmp_path: Path, view_name: str, reported: bool,
-                                                         success: bool, loaded: bool) -> None:
-    """Hermes' skill_view takes a skill by its folder path (``category/name``), the way its
-    index groups skills; a successful such view is a load of the skill, a refused one not."""
-    result = {"success": success, "content": "# house-format"}
-    if reported and success:
-        result["name"] = SKILL
-    state_db, sid = _session_db(tmp_path, view_name, result)
-    usage = {"api_calls": 2, "input_tokens": 10, "output_tokens": 2, "completed": True, "session_id": sid}
-    got = hr.result_from_run(exit_code=0, timed_out=False, elapsed=1.0, stdout="42", stderr="",
-                             usage=usage, state_db=state_db, skill=SKILL)
-    [view] = [m for m in got.transcript if m.get("tool_calls")]
-    assert view["tool_calls"][0]["function"]["arguments"] == json.dumps({"name": view_name})
-    assert got.skill_loaded is loaded
-
-
-def test_skill_loaded_does_not_count_a_view_of_another_skill(tmp_path: Path) -> None:
-    state_db, sid = _session_db(tmp_path, "tools/other-tip", {"success": True, "name": "other-tip"})
-    got = hr.result_from_run(exit_code=0, timed_out=False, elapsed=1.0, stdout="42", stderr="",
-                             usage={"api_calls": 1, "input_tokens": 1, "output_tokens": 1, "session_id": sid},
-                             state_db=state_db, skill=SKILL)
-    assert not got.skill_loaded
-
-
-def test_skill_loaded_resolves_a_folder_name_through_the_library(tmp_path: Path) -> None:
-    root = tmp_path / "skills"
-    write_skill(root / "formats", "hf", "How we format totals")
-    (root / "formats" / "hf" / "SKILL.md").write_text("---\nname: house-format\n---\nbody\n")
-    library = load_library(root)
-    state_db, sid = _session_db(tmp_path, "hf", {"success": True})  # folder name; result names nothing
-    got = hr.result_from_run(exit_code=0, timed_out=False, elapsed=1.0, stdout="42", stderr="",
-                             usage={"api_calls": 1, "input_tokens": 1, "output_tokens": 1, "session_id": sid},
-                             state_db=state_db, skill=SKILL, library=library)
-    assert got.skill_loaded
-
-
 def test_the_hermes_runner_is_registered_with_its_labels_and_check() -> None:
     from pytest_skillcourt.agent.runner import get_runner
 
