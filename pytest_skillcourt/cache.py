@@ -22,7 +22,11 @@ from .skills import Library
 
 
 def run_key(ctx: RunContext) -> str:
-    """Everything that can change a run's result.
+    """Everything that can change a run's result, and where the run belongs.
+
+    The suite (its path from the rootdir) and the task id are part of a run's
+    identity: a run is one task's run, so two tasks of equal content never
+    share a run record (the verdict counts each task once).
 
     The visible library enters by what every run sees of it: each visible
     skill's name, category and description (the skills index and
@@ -37,6 +41,10 @@ def run_key(ctx: RunContext) -> str:
     s = ctx.settings
     runner = get_runner(s.agent.value)
     parts: dict[str, Any] = {
+        # where the run belongs: two tasks of equal content are two runs, each
+        # with its own record (in one suite, or a hand and a mined suite of a skill)
+        "suite": ctx.suite_rel,
+        "task_id": ctx.task.id,
         "task": ctx.task.content_hash(ctx.suite.setup),
         "arm": ctx.arm,
         "skill": ctx.suite.skill,
