@@ -63,13 +63,43 @@ def model_ids(models: tuple[str, ...]) -> dict[str, str]:
     return {m: (s if values.count(s) == 1 else m) for m, s in short.items()}
 
 
-def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
+def run_item_params(arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
+    """A run item's parameter id: the arm, then the rep and the model where there are several."""
     parts = [arm]
     if reps > 1:
         parts.append(f"r{rep}")
     if n_models > 1:
         parts.append(model_id)
-    return f"{task_id}[{'-'.join(parts)}]"
+    return "-".join(parts)
+
+
+def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
+    """A run item's name as shown and as JUnit writes it: ``t1[with]``, ``t1[with-r2-gpt-4.1]``."""
+    return f"{task_id}[{run_item_params(arm, rep, reps, model_id, n_models)}]"
+
+
+def verdict_item_name(model_id: str) -> str:
+    """A verdict item's name: ``verdict[gpt-4.1-mini]``."""
+    return f"verdict[{model_id}]"
+
+
+def param_node_id(parent: pytest.Collector, name: str) -> Any:
+    """The node id of an item named ``base[params]``, with its parameters apart.
+
+    pytest 9.2 keeps node ids structured (path, names, parameters) and parses
+    the ids it reads back, ``--lf``'s last failures among them, by splitting
+    the parameters off at the first ``[``; so an item must carry them as
+    parameters (as a parametrized test function does), not inside its name,
+    or a failed item never matches itself in the next session.  The string
+    form (``x.yaml::verdict[gpt-4.1-mini]``) stays the same.  ``None`` (let
+    pytest derive the id from the name) for a name without parameters and on
+    pytest before 9.2, whose node ids are that string.
+    """
+    base, bracket, params = name.partition("[")
+    parent_id = getattr(parent, "id", None)
+    if not bracket or parent_id is None:
+        return None
+    return parent_id.child(base).with_params(params.removesuffix("]"))
 
 
 class SuiteFile(pytest.File):
@@ -81,7 +111,7 @@ class SuiteFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         # Kept so that a plugin filtering the collected items (``--lf``) cannot
-        # separate a verdict from its runs (see court.pytest_make_collect_report).
+        # separate a verdict from its runs (see session.SkillCourt.pytest_make_collect_report).
         self.produced: list[pytest.Item] = []
         for item in self._items():
             self.produced.append(item)
@@ -109,7 +139,7 @@ class SuiteFile(pytest.File):
                             run=RunId(suite_rel, suite.skill, task.id, index, arm, rep, model),
                         )
         for model in models:
-            yield VerdictItem.from_parent(self, name=f"verdict[{ids[model]}]", suite=suite,
+            yield VerdictItem.from_parent(self, name=verdict_item_name(ids[model]), suite=suite,
                                           model=model, suite_rel=suite_rel)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -124,7 +154,7 @@ class RunItem(pytest.Item):
     """One run: a task in one arm, rep and model."""
 
     def __init__(self, *, suite: Suite, task: Task, run: RunId, court: Court, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(nodeid=param_node_id(kwargs["parent"], kwargs["name"]), **kwargs)
         self.court = court
         self.suite = suite
         self.task = task
@@ -147,7 +177,7 @@ class VerdictItem(pytest.Item):
     """The verdict of one skill on one model; reported by the controller."""
 
     def __init__(self, *, suite: Suite, model: str, suite_rel: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(nodeid=param_node_id(kwargs["parent"], kwargs["name"]), **kwargs)
         self.suite = suite
         self.model = model
         self.suite_rel = suite_rel
