@@ -15,7 +15,8 @@ How a runner uses it::
                              RunLimits(max_calls=60, budget_usd=settings.budget,
                                        spent_usd=lambda: store.spend(trial)),
                              socket_path=run_dir / "gateway.sock")
-    # mount run_dir at /run/skill-court, start forwarder_argv() in the sandbox,
+    # mount run_dir at /run/skill-court (so the socket is SANDBOX_SOCKET there),
+    # start forwarder_argv() in the sandbox,
     # give the agent grant.env() (ANTHROPIC_/OPENAI_ base URL and token), run it
     recording = gateway.close_run(run_id)      # the token is revoked here
     recording.transcript(), recording.input_tokens, recording.cost_usd,
@@ -44,9 +45,12 @@ it the provider reports no usage and the run's tokens could not be counted.
 Refusals are errors in the API's own shape (OpenAI ``{"error": {...}}``,
 Anthropic ``{"type": "error", "error": {...}}``), so the agent sees a provider
 error: 401 for a missing, unknown, revoked or other run's token; 400 for the
-model-call limit, the budget, and a body that is not a JSON object (400, not
-429: the SDKs retry 429 for minutes but give up on 400 at once); 413 for a
+model-call limit, the budget, and a body that is not a JSON object; 413 for a
 body over the cap; 502/504 when the provider cannot be reached or stalls.
+A limit is a 400, not a 429, because the SDKs retry 429 with backoff; on the
+400 Codex 0.171.0 ends its turn at once and Claude Code 2.1.332 re-sends the
+request a few times within two seconds, then ends with "API Error: 400 ..."
+(measured through this gateway).
 
 Hostile input.  Request bodies are capped at 16 MiB and responses at 64 MiB
 while they are read (Content-Length is checked first, chunked bodies as they
@@ -82,15 +86,17 @@ import hmac
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 from .agent.client import ModelSpec
 from .clock import utc_now
@@ -137,10 +143,12 @@ FORWARDER_PORT = 18080
 
 #: ``price(model, input_tokens, output_tokens, reported_cost) -> USD or None (not priced)``.
 #: ``model`` is the run's model with ``name`` set to the model the request named.
-PriceFn = Callable[[ModelSpec, int, int, Union[float, None]], Union[float, None]]
+PriceFn = Callable[[ModelSpec, int, int, float | None], float | None]
 
 _MODEL_PATHS = {"/chat/completions": CHAT, "/messages": MESSAGES, "/responses": RESPONSES}
 _COUNT_TOKENS = "/messages/count_tokens"
+# One model's entry: plain name segments only, so no ``..`` or escapes reach another provider path.
+_MODEL_ID = re.compile(r"/models(?:/(?!\.{1,2}(?:/|$))[A-Za-z0-9_.:@+-]+){1,2}")
 
 # Headers never forwarded upstream: hop-by-hop, credentials, and what httpx sets itself.
 _DROP_REQUEST = frozenset({
@@ -181,7 +189,7 @@ class UnixListener:
     mode: int = 0o600
 
 
-Listener = Union[TcpListener, UnixListener]
+Listener = TcpListener | UnixListener
 
 
 @dataclass(frozen=True)
@@ -424,7 +432,7 @@ class Gateway:
         max_request_bytes: int = MAX_REQUEST_BYTES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_connections: int = 256,
-        transport: "httpx.BaseTransport | None" = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.listen = tuple(listen)
         self.price = price
@@ -453,7 +461,7 @@ class Gateway:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self) -> "Gateway":
+    def start(self) -> Gateway:
         """Bind every listener and serve in background threads; returns self.
 
         Raises:
@@ -515,7 +523,7 @@ class Gateway:
             self._client.close()
             self._client = None
 
-    def __enter__(self) -> "Gateway":
+    def __enter__(self) -> Gateway:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -707,7 +715,7 @@ class Gateway:
         out["Accept-Encoding"] = "identity"
         return out
 
-    def _forward(self, handler: "_Handler", run: _Run, exchange: CallRecord, body: bytes | None,
+    def _forward(self, handler: _Handler, run: _Run, exchange: CallRecord, body: bytes | None,
                  headers: dict[str, str], url: str, started: float) -> None:
         """Send the request upstream and relay the answer; fills ``exchange`` (never raises for the network)."""
         import httpx
@@ -728,12 +736,13 @@ class Gateway:
             exchange.status = response.status_code
             streaming = response.headers.get("content-type", "").startswith("text/event-stream")
             exchange.stream = streaming
-            passed = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE]
+            scrub = _Scrubber(run.model.api_key)
+            passed = [(k, scrub.text(v)) for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE]
             if streaming:
-                raw = self._relay_stream(handler, run, exchange, response, passed, deadline)
+                raw = self._relay_stream(handler, run, exchange, response, passed, deadline, scrub)
                 exchange.response = _parse_sse(raw, exchange.notes)
             else:
-                raw = self._read_whole(response, deadline)
+                raw = scrub.bytes(self._read_whole(response, deadline))
                 exchange.response = _parse_json(raw, exchange.notes)
                 if not handler.send_plain(response.status_code, passed, raw):
                     exchange.error = "the agent closed the connection before the reply"
@@ -754,7 +763,7 @@ class Gateway:
         finally:
             response.close()
 
-    def _read_whole(self, response: "httpx.Response", deadline: float) -> bytes:
+    def _read_whole(self, response: httpx.Response, deadline: float) -> bytes:
         buf = bytearray()
         for chunk in response.iter_bytes():
             buf += chunk
@@ -766,14 +775,15 @@ class Gateway:
                                f"skill-court gateway: the provider's reply took over {self.call_timeout:.0f}s")
         return bytes(buf)
 
-    def _relay_stream(self, handler: "_Handler", run: _Run, exchange: CallRecord, response: "httpx.Response",
-                      headers: list[tuple[str, str]], deadline: float) -> bytes:
+    def _relay_stream(self, handler: _Handler, run: _Run, exchange: CallRecord, response: httpx.Response,
+                      headers: list[tuple[str, str]], deadline: float, scrub: _Scrubber) -> bytes:
         """Pass a stream to the agent chunk by chunk, keeping a copy (capped) for the record."""
         buf = bytearray()
         if not handler.start_chunked(response.status_code, headers):
             exchange.error = "the agent closed the connection before the stream"
             return bytes(buf)
-        for chunk in response.iter_bytes():
+        for piece in response.iter_bytes():
+            chunk = scrub.bytes(piece)
             if not chunk:
                 continue
             if len(buf) + len(chunk) > self.max_response_bytes:
@@ -795,7 +805,7 @@ class Gateway:
         handler.end_chunked()
         return bytes(buf)
 
-    def _handle(self, handler: "_Handler") -> None:
+    def _handle(self, handler: _Handler) -> None:
         """Answer one request from an agent (called by the listener's handler thread)."""
         started = time.monotonic()
         path, _, query = handler.path.partition("?")
@@ -803,7 +813,7 @@ class Gateway:
         route = route.rstrip("/") or "/"
         method = handler.command
         api = _MODEL_PATHS.get(route) if method == "POST" else None
-        aux = (method == "GET" and (route == "/models" or route.startswith("/models/"))) or (
+        aux = (method == "GET" and (route == "/models" or _MODEL_ID.fullmatch(route) is not None)) or (
             method == "POST" and route == _COUNT_TOKENS)
         error_api = api or (MESSAGES if route.startswith("/messages") else CHAT)
         token = _presented_token(handler.headers)
@@ -988,7 +998,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().setup()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the run's record is the log
 
     def handle_one_request(self) -> None:
@@ -998,7 +1008,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         self.server.gateway._handle(self)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch  # noqa: N815
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
 
     def headers_dict(self) -> dict[str, str]:
         return {k: v for k, v in self.headers.items()}
@@ -1117,6 +1127,27 @@ class _Handler(BaseHTTPRequestHandler):
 # -- small helpers -----------------------------------------------------------------
 
 
+class _Scrubber:
+    """Replaces the provider key wherever a reply echoes it, before the agent or the record sees it.
+
+    Keys shorter than 8 characters (``none`` for local servers) are placeholders, not secrets,
+    and are left alone.  A key split across two stream chunks is not caught (providers mask keys
+    in their messages anyway).
+    """
+
+    MASK = "[provider key]"
+
+    def __init__(self, key: str) -> None:
+        self.key = key if len(key) >= 8 else ""
+        self._raw = self.key.encode()
+
+    def text(self, value: str) -> str:
+        return value.replace(self.key, self.MASK) if self.key and self.key in value else value
+
+    def bytes(self, value: bytes) -> bytes:
+        return value.replace(self._raw, self.MASK.encode()) if self._raw and self._raw in value else value
+
+
 def _has_header(headers: Mapping[str, str], name: str) -> bool:
     return any(k.lower() == name for k in headers)
 
@@ -1169,7 +1200,7 @@ def _parse_sse(raw: bytes, notes: list[str]) -> list[dict[str, Any]]:
             if line.startswith("event:"):
                 name = line[6:].strip()
             elif line.startswith("data:"):
-                data.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
+                data.append(line[6:] if line[5:6] == " " else line[5:])
         if not data:
             continue
         joined = "\n".join(data)

@@ -26,9 +26,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import openai
@@ -36,9 +37,20 @@ import pytest
 
 from pytest_skillcourt import transcript as tr
 from pytest_skillcourt.agent.client import ModelSpec
-from pytest_skillcourt.gateway import (CHAT, FORWARDER_PORT, FORWARDER_SOURCE, MESSAGES, RESPONSES,
-                                       SANDBOX_SOCKET, CallRecord, Gateway, RunLimits, UnixListener,
-                                       forwarder_argv, to_transcript)
+from pytest_skillcourt.gateway import (
+    CHAT,
+    FORWARDER_PORT,
+    FORWARDER_SOURCE,
+    MESSAGES,
+    RESPONSES,
+    SANDBOX_SOCKET,
+    CallRecord,
+    Gateway,
+    RunLimits,
+    UnixListener,
+    forwarder_argv,
+    to_transcript,
+)
 from tests.agent_clis import claude_env, codex_env, require_claude, require_codex
 from tests.llm_server import LLMServer, Reply, ToolCall, sequence
 from tests.sandbox_image import docker_cli, ensure_test_image, require_docker
@@ -144,7 +156,7 @@ class _HeldStream(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         return None
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -299,6 +311,22 @@ def test_usage_of_the_wrong_type_counts_as_zero_with_a_note(server: LLMServer, g
     record = gateway.close_run("r1")
     assert (record.input_tokens, record.output_tokens) == expected
     assert len(record.calls[0].notes) == notes and record.calls[0].cost_usd is None
+
+
+def test_a_reply_that_echoes_the_key_reaches_neither_agent_nor_record(server: LLMServer, gateway: Gateway) -> None:
+    echoed = json.dumps({"error": {"message": f"Incorrect API key provided: {REAL_KEY}", "type": "auth"}})
+    server.set_handler(sequence(Reply(raw_body=echoed.encode(), status=401),
+                                lambda r: Reply(raw_body=f"data: {{\"key\": \"{REAL_KEY}\"}}\n\n".encode())))
+    grant = gateway.open_run("r1", spec_for(server))
+    headers = {"authorization": f"Bearer {grant.token}"}
+    plain = post(grant.openai_base_url + "/chat/completions", {"model": "m", "messages": USER}, headers)
+    messages = [*USER, {"role": "assistant", "content": "?"}, {"role": "user", "content": "again"}]
+    streamed = post(grant.openai_base_url + "/chat/completions",
+                    {"model": "m", "messages": messages, "stream": True}, headers)
+    assert plain.status_code == 401 and "[provider key]" in plain.text
+    assert REAL_KEY not in plain.text + streamed.text
+    record = gateway.close_run("r1")
+    assert REAL_KEY not in repr(record)
 
 
 def test_malformed_upstream_replies_never_crash(server: LLMServer, gateway: Gateway) -> None:
@@ -697,8 +725,12 @@ def test_only_model_apis_are_forwarded(server: LLMServer, gateway: Gateway) -> N
     for method, path in (("GET", "/api/tags"), ("POST", "/v1/embeddings"), ("DELETE", "/v1/models/x"),
                          ("GET", "/../../etc/passwd")):
         assert httpx.request(method, grant.base_url + path, headers=headers).status_code == 404
+    port = int(gateway.url.rsplit(":", 1)[1])
+    for path in ("/v1/models/../../admin", "/v1/models/%2e%2e/x", "/v1/chat/completions/../../files"):
+        head = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {grant.token}\r\n\r\n".encode()
+        assert raw_request(port, head).startswith(b"HTTP/1.1 404"), path  # sent as is, not normalised
     record = gateway.close_run("r1")
-    assert record.api_calls == 0 and len(record.calls) == 6
+    assert record.api_calls == 0 and len(record.calls) == 9
     assert [r.path.split("?")[0] for r in server.all_requests] == ["/v1/models", "/v1/messages/count_tokens"]
 
 
