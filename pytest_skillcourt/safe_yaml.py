@@ -1,0 +1,163 @@
+"""YAML for suite files and SKILL.md frontmatter, bounded before anything expands.
+
+PyYAML's composers share an aliased node instead of copying it, so a few
+hundred bytes of nested aliases ("billion laughs") compose quickly; the cost
+comes later, in whatever walks the result as a tree (merge keys, ``str()``,
+``json.dumps``): a 404-byte suite once took 32 s and 1.6 GB before its error
+appeared.  And libyaml's composer recurses in C: a few hundred kilobytes of
+``[`` crash the process.  So this module composes the node graph itself,
+without recursion, from the events of the C parser when PyYAML has it
+(``yaml.CSafeLoader``, several times faster than the pure one) or of the pure
+parser, and refuses, as it composes:
+
+* aliases that together would add more than ``ALIAS_NODE_LIMIT`` nodes when
+  expanded (an alias counts the whole expanded size of what it names, so a
+  bomb is refused at its first few levels, never expanded);
+* an alias inside the collection it names (it never ends when expanded);
+* nesting deeper than ``DEPTH_LIMIT``.
+
+Everything else is exactly PyYAML's safe loading (the same events, tag
+resolution, errors and ``SafeConstructor``), so a document within the bounds
+loads as ``yaml.load(text, Loader=yaml.CSafeLoader)`` loads it (Hermes Agent's
+own frontmatter loader).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.events import (AliasEvent, MappingEndEvent, MappingStartEvent, ScalarEvent,
+                         SequenceEndEvent, SequenceStartEvent, StreamEndEvent)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+#: Nodes that all aliases of one document may add when expanded, together.
+ALIAS_NODE_LIMIT = 10_000
+#: Collections inside collections, at most.
+DEPTH_LIMIT = 100
+
+#: The loader whose parser gives the events: libyaml's when installed.
+BASE_LOADER: type = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+
+class YamlLimitError(yaml.MarkedYAMLError):
+    """Valid YAML refused because expanding it would cost too much; ``problem_mark`` is where."""
+
+
+def load(text: str) -> tuple[Node | None, Any]:
+    """The document's root node (for line numbers) and its Python value.
+
+    Raises:
+        YamlLimitError: aliases expand too far, refer to themselves, or nesting is too deep.
+        yaml.YAMLError: the text is not one valid YAML document.
+        ValueError: a value PyYAML cannot construct (a timestamp such as 2024-13-45).
+    """
+    loader = BASE_LOADER(text)
+    try:
+        root = compose(loader)
+        return root, (loader.construct_document(root) if root is not None else None)
+    finally:
+        loader.dispose()
+
+
+def compose(loader: Any) -> Node | None:
+    """Compose the single document of ``loader``'s stream, within the bounds.
+
+    Mirrors ``yaml.composer.Composer.get_single_node`` with an explicit stack.
+    """
+    loader.get_event()  # StreamStart
+    if loader.check_event(StreamEndEvent):
+        loader.get_event()
+        return None
+    loader.get_event()  # DocumentStart
+    root = _compose_root(loader)
+    loader.get_event()  # DocumentEnd
+    if not loader.check_event(StreamEndEvent):
+        event = loader.get_event()
+        raise ComposerError("expected a single document in the stream", root.start_mark,
+                            "but found another document", event.start_mark)
+    loader.get_event()  # StreamEnd
+    return root
+
+
+class _Open:
+    """A collection being composed: its node, a mapping's pending key, its expanded size."""
+
+    __slots__ = ("node", "key", "size", "anchor")
+
+    def __init__(self, node: Node, anchor: str | None) -> None:
+        self.node = node
+        self.key: Node | None = None
+        self.size = 1
+        self.anchor = anchor
+
+
+def _compose_root(loader: Any) -> Node:
+    anchors: dict[str, Node] = {}
+    sizes: dict[str, int] = {}  # expanded size of each finished anchored node
+    added = 0  # nodes the aliases so far add when expanded
+    stack: list[_Open] = []
+    while True:
+        event = loader.get_event()
+        kind = type(event)
+        if kind is AliasEvent:
+            anchor = event.anchor
+            if anchor not in anchors:
+                raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
+            if anchor not in sizes:
+                raise YamlLimitError(
+                    None, None, f"the alias *{anchor} is inside the collection &{anchor} it names, "
+                    "so expanding it never ends; write the value out instead", event.start_mark)
+            node, size = anchors[anchor], sizes[anchor]
+            added += size
+            if added > ALIAS_NODE_LIMIT:
+                raise YamlLimitError(
+                    None, None, f"the aliases up to *{anchor} would expand to more than "
+                    f"{ALIAS_NODE_LIMIT} values; write the repeated part out, or repeat it less",
+                    event.start_mark)
+        else:
+            anchor = getattr(event, "anchor", None)  # end events have none
+            if anchor is not None and anchor in anchors:
+                raise ComposerError(f"found duplicate anchor {anchor!r}; first occurrence",
+                                    anchors[anchor].start_mark, "second occurrence", event.start_mark)
+            if kind is ScalarEvent:
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(ScalarNode, event.value, event.implicit)
+                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+                size = 1
+                if anchor is not None:
+                    anchors[anchor], sizes[anchor] = node, size
+            elif kind is SequenceStartEvent or kind is MappingStartEvent:
+                node_class = SequenceNode if kind is SequenceStartEvent else MappingNode
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = loader.resolve(node_class, None, event.implicit)
+                if len(stack) >= DEPTH_LIMIT:
+                    raise YamlLimitError(None, None, f"collections are nested more than {DEPTH_LIMIT} "
+                                         "deep; flatten the structure", event.start_mark)
+                opened = node_class(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                if anchor is not None:
+                    anchors[anchor] = opened  # an alias to it before its end is refused above
+                stack.append(_Open(opened, anchor))
+                continue
+            elif kind is SequenceEndEvent or kind is MappingEndEvent:
+                done = stack.pop()
+                node, size = done.node, done.size
+                node.end_mark = event.end_mark
+                if done.anchor is not None:
+                    sizes[done.anchor] = size
+            else:  # pragma: no cover - the parser gives no other event inside a document
+                raise ComposerError(None, None, f"unexpected {kind.__name__}", event.start_mark)
+        if not stack:
+            return node
+        top = stack[-1]
+        top.size += size
+        if isinstance(top.node, SequenceNode):
+            top.node.value.append(node)
+        elif top.key is None:
+            top.key = node
+        else:
+            top.node.value.append((top.key, node))
+            top.key = None

@@ -1,0 +1,122 @@
+"""The files of a folder as the court takes them: a skill's folder, a task's fixtures.
+
+One walk decides what a folder holds, so that everything computed from it (a
+skill's hash, its files copied into a sandbox, ``skill_view``; a task's
+content hash and its workspace) agrees by construction:
+
+* **Symbolic links are followed while they stay inside the boundary** (the
+  skill library's root for a skill, the fixture folder for fixtures): the
+  file appears at the link's place with its target's bytes.  A link that
+  leads outside the boundary, a dangling link, a link loop, and anything that
+  is not a regular file or folder (a FIFO, a socket, a device) are refused
+  with a ``TreeError`` naming the path and the fix, never skipped silently.
+* **Operating-system and editor litter is left out** (``JUNK_NAMES``,
+  ``is_junk``): Finder's ``.DS_Store`` and ``._*`` files and
+  ``__MACOSX`` folders, Windows' ``Thumbs.db`` and ``desktop.ini``, editor
+  backups (``name~``), Vim swap files (``.name.swp``), Emacs autosaves
+  (``#name#``) and lock links (``.#name``), ``__pycache__`` folders.  None of
+  it is part of a skill or a task; left in, it would change hashes (and
+  replay runs) whenever the desktop touched the folder, and be copied into
+  every sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+#: Names that are never part of a skill or a fixture (compared case-insensitively);
+#: the first four are files, the last two folders.
+JUNK_NAMES = frozenset({".ds_store", "thumbs.db", "ehthumbs.db", "desktop.ini",
+                        "__macosx", "__pycache__"})
+#: Entries one walk visits at most (links inside the boundary can multiply a tree).
+ENTRY_LIMIT = 100_000
+
+
+class TreeError(ValueError):
+    """A folder holds something the court does not take; ``str()`` names the path and the fix."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: {message}")
+
+
+def is_junk(name: str) -> bool:
+    """True for operating-system and editor litter (see the module docstring).
+
+    Decided by the name alone, before anything else: an Emacs lock link
+    (``.#name``) dangles by design and must not be refused as a broken link."""
+    low = name.lower()
+    return (low in JUNK_NAMES or name.startswith("._") or name.endswith("~")
+            or name.startswith(".#") or (name.startswith("#") and name.endswith("#") and len(name) > 1)
+            or (name.startswith(".") and low.endswith((".swp", ".swo", ".swx"))))
+
+
+def _inside(path: str, boundary: str) -> bool:
+    return path == boundary or path.startswith(boundary.rstrip(os.sep) + os.sep)
+
+
+def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the folder") -> list[tuple[str, Path]]:
+    """Every file of ``folder`` as (path relative to it, POSIX; the path to read), sorted.
+
+    ``boundary`` (default ``folder``) is where links may lead; ``where`` names
+    it in messages ("the skill library /x").
+
+    Raises:
+        TreeError: a link out of the boundary, a dangling link, a link loop,
+            a special file, or more than ``ENTRY_LIMIT`` entries.
+    """
+    folder = Path(folder)
+    bound = os.path.realpath(boundary if boundary is not None else folder)
+    out: list[tuple[str, Path]] = []
+    visited = 0
+    # (folder as reached, its path relative to ``folder``, real paths of it and its parents)
+    todo: list[tuple[Path, str, frozenset[str]]] = [(folder, "", frozenset({os.path.realpath(folder)}))]
+    while todo:
+        current, rel_dir, chain = todo.pop()
+        try:
+            names = sorted(os.listdir(current))
+        except OSError as err:
+            raise TreeError(current, f"cannot be listed ({err.strerror or err}); "
+                            "make it readable or remove it") from err
+        subdirs: list[tuple[Path, str, frozenset[str]]] = []
+        for name in names:
+            visited += 1
+            if visited > ENTRY_LIMIT:
+                raise TreeError(folder, f"holds more than {ENTRY_LIMIT} files and folders "
+                                "(counting what links lead to); keep it smaller")
+            if is_junk(name):
+                continue
+            path = current / name
+            rel = f"{rel_dir}{name}"
+            try:
+                st = os.lstat(path)
+            except OSError as err:
+                raise TreeError(path, f"cannot be read ({err.strerror or err})") from err
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(path)
+                shown = os.readlink(path)
+                if not _inside(target, bound):
+                    raise TreeError(path, f"is a symbolic link to {shown} ({target}), outside {where} "
+                                    f"{bound}; links are followed only inside it. Replace the link "
+                                    "by a copy of what it points to, or move that inside")
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    raise TreeError(path, f"is a symbolic link to {shown}, which does not exist; "
+                                    "remove the link or restore its target") from None
+            if stat.S_ISDIR(st.st_mode):
+                real = os.path.realpath(path)
+                if real in chain:
+                    raise TreeError(path, f"is a link loop (it leads back to {real}, which holds it); "
+                                    "remove the link")
+                subdirs.append((path, rel + "/", chain | {real}))
+            elif stat.S_ISREG(st.st_mode):
+                out.append((rel, path))
+            else:
+                raise TreeError(path, "is not a regular file or folder (a FIFO, socket or device); "
+                                "remove it")
+        todo.extend(reversed(subdirs))
+    out.sort(key=lambda item: item[0])
+    return out
