@@ -6,6 +6,20 @@ frontmatter; YAML that fails to parse falls back to ``key: value`` lines, so
 the last ``name:`` wins), so a skill is named here as Hermes names it.
 Categories follow Hermes' index: ``skills/<cat>/<name>/SKILL.md`` is in
 ``<cat>``; a top-level ``skills/<name>/SKILL.md`` is its own category.
+
+What a skill's folder holds is decided once, by ``trees.tree_files`` with the
+library root as the boundary: symbolic links (a linked skill folder, a linked
+SKILL.md, links inside a skill) are followed while they stay inside the
+library, and operating-system litter (``.DS_Store`` ...) is left out.  The
+listing, the hash, ``Skill.files()`` (what ``skill_view`` shows and what is
+copied into sandboxes) all come from that one walk, so they agree.
+
+A skill that cannot be taken as it is (a link out of the library, a SKILL.md
+that is not UTF-8, frontmatter whose YAML aliases would expand without
+bound, ...) is not part of the library's skills: it is a ``SkillProblem``.
+Its own suite fails its collection with the reason (``Library.broken``);
+every other suite runs, and ``load_library`` warns (``LibraryWarning``) so
+the skill is never left out without a word.
 """
 
 from __future__ import annotations
@@ -13,9 +27,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+
+from . import safe_yaml
+from .trees import TreeError, is_junk, tree_files
 
 #: Folders that never hold skills (Hermes skips the same kind of folders).
 _SKIP_DIRS = frozenset({
@@ -25,34 +43,61 @@ _SKIP_DIRS = frozenset({
 
 #: Hermes cuts descriptions in the skills index to this many characters.
 INDEX_DESCRIPTION_LIMIT = 60
+#: Entries looked through below a link that leaves the library, to name the skills it hides.
+_OUTSIDE_SCAN_LIMIT = 10_000
+#: Bytes of a refused skill's SKILL.md read to learn its name.
+_NAME_READ_LIMIT = 1024 * 1024
 
 
 class LibraryError(ValueError):
     """The skill library cannot be read; the message says which folder and why."""
 
 
-def parse_frontmatter(content: str) -> tuple[dict[str, Any], str]:
-    """Split ``SKILL.md`` text into (frontmatter, body) the way Hermes does."""
-    import yaml
+class LibraryWarning(UserWarning):
+    """A skill of the library was left out; the message says which, why and the fix."""
 
+
+def _split(content: str) -> tuple[str | None, str]:
+    """(raw frontmatter or None, body), the fences exactly as Hermes finds them."""
     if content.startswith("\ufeff"):
         content = content[1:]
     if not content.startswith("---"):
-        return {}, content
+        return None, content
     end = re.search(r"\n---\s*\n", content[3:])
     if not end:
-        return {}, content
-    raw = content[3 : end.start() + 3]
-    body = content[end.end() + 3 :]
+        return None, content
+    return content[3 : end.start() + 3], content[end.end() + 3 :]
+
+
+def _lines_front(raw: str) -> dict[str, Any]:
+    front: dict[str, Any] = {}
+    for line in raw.strip().split("\n"):
+        if ":" in line:
+            key, value = line.split(":", 1)
+            front[key.strip()] = value.strip()
+    return front
+
+
+def _parse(content: str) -> tuple[dict[str, Any], str, safe_yaml.YamlLimitError | None]:
+    raw, body = _split(content)
+    if raw is None:
+        return {}, body, None
     try:
-        parsed = yaml.safe_load(raw)
-        front: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-    except yaml.YAMLError:
-        front = {}
-        for line in raw.strip().split("\n"):
-            if ":" in line:
-                key, value = line.split(":", 1)
-                front[key.strip()] = value.strip()
+        _, parsed = safe_yaml.load(raw)
+    except safe_yaml.YamlLimitError as err:
+        return _lines_front(raw), body, err
+    except Exception:  # Hermes falls back on any failure (a bad timestamp is a ValueError)
+        return _lines_front(raw), body, None
+    return (parsed if isinstance(parsed, dict) else {}), body, None
+
+
+def parse_frontmatter(content: str) -> tuple[dict[str, Any], str]:
+    """Split ``SKILL.md`` text into (frontmatter, body) the way Hermes does.
+
+    Never raises.  YAML refused by ``safe_yaml``'s bounds (an alias bomb) is
+    treated as YAML that fails to parse: the ``key: value`` fallback.
+    ``load_library`` refuses such a skill instead (a ``SkillProblem``)."""
+    front, body, _ = _parse(content)
     return front, body
 
 
@@ -66,25 +111,39 @@ def index_description(front: dict[str, Any]) -> str:
     return desc[: limit - 3] + "..." if len(desc) > limit else desc
 
 
-def _regular_files(folder: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if path.is_file() and not path.is_symlink():
-                yield path
+def _folder_files(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
+    """The skill folder's files (``trees.tree_files``, links kept inside ``root``).
+
+    Raises:
+        LibraryError: the folder holds something refused (the message names it and the fix).
+    """
+    where = "the skill library" if root is not None else "the skill folder"
+    try:
+        return tree_files(folder, root, where=where)
+    except TreeError as err:
+        raise LibraryError(str(err)) from err
 
 
-def hash_folder(folder: Path) -> str:
-    """sha256 over the folder's regular files (relative path + bytes, sorted)."""
+def _digest(files: Iterable[tuple[str, bytes]]) -> str:
     digest = hashlib.sha256()
-    files = sorted(_regular_files(folder), key=lambda p: p.relative_to(folder).as_posix())
-    for path in files:
-        rel = path.relative_to(folder).as_posix().encode()
-        data = path.read_bytes()
-        digest.update(len(rel).to_bytes(8, "big") + rel)
+    for rel, data in files:
+        name = rel.encode()
+        digest.update(len(name).to_bytes(8, "big") + name)
         digest.update(len(data).to_bytes(8, "big") + data)
     return "sha256:" + digest.hexdigest()
+
+
+def hash_folder(folder: Path, root: Path | None = None) -> str:
+    """sha256 over the folder's files (relative path + bytes, sorted by path).
+
+    The files are ``Skill.files()``'s: links followed inside ``root`` (the
+    library; default: the folder itself), litter left out.
+
+    Raises:
+        LibraryError: a link out of ``root``, a dangling link, a special file, ...
+    """
+    folder = Path(folder)
+    return _digest((rel, path.read_bytes()) for rel, path in _folder_files(folder, root))
 
 
 @dataclass(frozen=True)
@@ -92,10 +151,11 @@ class Skill:
     """One skill folder of a library."""
 
     name: str  # frontmatter name, else the folder name (as Hermes)
-    folder: Path
+    folder: Path  # as reached from the library root (a followed link keeps its own path)
     category: str
     description: str  # full description from the frontmatter
     hash: str
+    root: Path | None = None  # the library root: where links may lead (None: the folder)
 
     @property
     def skill_md(self) -> Path:
@@ -107,9 +167,21 @@ class Skill:
         return f"    - {self.name}: {desc}" if desc else f"    - {self.name}"
 
     def files(self) -> dict[str, bytes]:
-        """Every regular file of the skill, by path relative to its folder."""
-        return {p.relative_to(self.folder).as_posix(): p.read_bytes()
-                for p in _regular_files(self.folder)}
+        """Every file of the skill, by path relative to its folder (what ``hash`` covers).
+
+        Raises:
+            LibraryError: the folder changed since loading into something refused.
+        """
+        return {rel: path.read_bytes() for rel, path in _folder_files(self.folder, self.root)}
+
+
+@dataclass(frozen=True)
+class SkillProblem:
+    """A skill that is not part of the library, and why."""
+
+    name: str  # what a suite would call it: its frontmatter name if readable, else its folder's
+    path: Path  # the skill folder (or the link) at fault
+    message: str  # the whole readable reason, with the path and the fix
 
 
 @dataclass(frozen=True)
@@ -118,6 +190,7 @@ class Library:
 
     root: Path
     skills: tuple[Skill, ...]
+    problems: tuple[SkillProblem, ...] = ()
 
     def get(self, name: str) -> Skill | None:
         for skill in self.skills:
@@ -132,18 +205,128 @@ class Library:
         hide = set(hidden)
         return tuple(s for s in self.skills if s.name not in hide)
 
+    def broken(self) -> dict[str, str]:
+        """Why each skill left out of the library was left out, by the name a suite uses."""
+        return {p.name: p.message for p in self.problems}
 
-def _find_skill_files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
+
+def _inside(path: str, boundary: str) -> bool:
+    return path == boundary or path.startswith(boundary.rstrip(os.sep) + os.sep)
+
+
+def _name_of(folder: Path) -> str:
+    """The name a suite would use for a refused skill (never raises)."""
+    text = ""
+    skill_md = folder / "SKILL.md"
+    try:
+        if skill_md.is_file():  # never a FIFO or a device (a read could block or never end)
+            with open(skill_md, "rb") as handle:
+                text = handle.read(_NAME_READ_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        pass
+    front, _, _ = _parse(text)
+    return str(front.get("name") or folder.name).strip()
+
+
+def _outside_skills(link: Path) -> Iterator[Path]:
+    """Skill folders below ``link`` (a folder outside the library), without following links."""
+    if (link / "SKILL.md").exists():
+        yield link
+        return
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(link):
+        seen += len(dirnames) + len(filenames)
+        if seen > _OUTSIDE_SCAN_LIMIT:
+            return
         dirnames[:] = sorted(d for d in dirnames
-                             if d not in _SKIP_DIRS and not d.startswith("."))
-        if "SKILL.md" in filenames:
-            yield Path(dirpath, "SKILL.md")
-            dirnames[:] = []  # a skill's own subfolders are its files, not skills
+                             if d not in _SKIP_DIRS and not d.startswith(".") and not is_junk(d))
+        if "SKILL.md" in filenames and Path(dirpath) != link:
+            yield Path(dirpath)
+            dirnames[:] = []
+
+
+def _discover(root: Path) -> Iterator[tuple[Path, str | None]]:
+    """(skill folder as reached from ``root``, None) for each skill; (folder, reason) for
+    each skill reached only through a link that leaves the library.
+
+    Links to folders are followed while they stay inside the library (as Hermes
+    follows them); a link loop is not followed again."""
+    bound = os.path.realpath(root)
+    todo: list[tuple[Path, frozenset[str]]] = [(root, frozenset({bound}))]
+    while todo:
+        current, chain = todo.pop()
+        try:
+            names = sorted(os.listdir(current))
+        except OSError as err:
+            raise LibraryError(f"{current}: cannot be listed ({err.strerror or err}); "
+                               "make it readable or remove it") from err
+        if "SKILL.md" in names:
+            yield current, None
+            continue  # a skill's own subfolders are its files, not skills
+        subdirs: list[tuple[Path, frozenset[str]]] = []
+        for name in names:
+            if name in _SKIP_DIRS or name.startswith(".") or is_junk(name):
+                continue
+            path = current / name
+            if not path.is_dir():  # files, dangling links, links to files
+                continue
+            real = os.path.realpath(path)
+            if path.is_symlink() and not _inside(real, bound):
+                for found in _outside_skills(path):
+                    yield found, (
+                        f"{path} is a symbolic link to {os.readlink(path)} ({real}), outside the "
+                        f"skill library {bound}, so the skill in {found} is left out. Links are "
+                        "followed only inside the library: move or copy the folder into it, or "
+                        "point --skill-court-skills at the folder that holds it")
+                continue
+            if real in chain:
+                continue  # a link loop: everything below was seen already
+            subdirs.append((path, chain | {real}))
+        todo.extend(reversed(subdirs))
+
+
+def _category(root: Path, folder: Path) -> str:
+    rel = (folder / "SKILL.md").relative_to(root).parts
+    return "/".join(rel[:-2]) if len(rel) > 2 else (rel[0] if len(rel) == 2 else "general")
+
+
+def _read_skill(root: Path, folder: Path) -> Skill | SkillProblem:
+    """One skill, or why it is left out."""
+    skill_md = folder / "SKILL.md"
+    try:
+        files = _folder_files(folder, root)
+        if "SKILL.md" not in {rel for rel, _ in files}:  # SKILL.md is litter-free, so a link to a folder
+            raise LibraryError(f"{skill_md}: is not a file; make SKILL.md the skill's text file")
+        data = [(rel, path.read_bytes()) for rel, path in files]
+    except LibraryError as err:
+        return SkillProblem(_name_of(folder), folder, str(err))
+    except OSError as err:
+        return SkillProblem(_name_of(folder), folder,
+                            f"{getattr(err, 'filename', None) or folder}: cannot be read "
+                            f"({err.strerror or err}); make it readable or remove it")
+    raw = dict(data)["SKILL.md"]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return SkillProblem(_name_of(folder), folder,
+                            f"{skill_md}: cannot be read as UTF-8 text ({err}); save it as UTF-8 "
+                            "(Hermes skips such a skill too)")
+    front, _, limit = _parse(text)
+    name = str(front.get("name") or folder.name).strip()
+    if limit is not None:
+        mark = limit.problem_mark
+        line = f":{mark.line + 2}" if mark is not None else ""  # +1 for the opening ---
+        return SkillProblem(name, folder, f"{skill_md}{line}: frontmatter: {limit.problem}")
+    return Skill(name=name, folder=folder, category=_category(root, folder),
+                 description=str(front.get("description") or "").strip(),
+                 hash=_digest(data), root=root)
 
 
 def load_library(root: Path) -> Library:
     """Read every skill under ``root``.
+
+    A skill that cannot be taken as it is becomes a ``SkillProblem`` (and a
+    ``LibraryWarning``), not an error of the whole library.
 
     Raises:
         LibraryError: the folder is missing, or two skills share a name.
@@ -154,27 +337,23 @@ def load_library(root: Path) -> Library:
             f"skill library {root} is not a folder: set --skill-court-skills or "
             "ini skill_court_skills to the folder holding <name>/SKILL.md"
         )
-    skills: dict[str, Skill] = {}
-    for skill_md in _find_skill_files(root):
-        folder = skill_md.parent
-        try:
-            text = skill_md.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise LibraryError(f"{skill_md}: cannot be read as UTF-8 text ({err})") from err
-        front, _ = parse_frontmatter(text)
-        rel = skill_md.relative_to(root).parts
-        category = "/".join(rel[:-2]) if len(rel) > 2 else (rel[0] if len(rel) == 2 else "general")
-        name = str(front.get("name") or folder.name).strip()
-        if name in skills:
+    found: dict[str, Skill | SkillProblem] = {}
+    for folder, outside in _discover(root):
+        entry = SkillProblem(_name_of(folder), folder, outside) if outside else _read_skill(root, folder)
+        if entry.name in found:
+            first = found[entry.name]
+            first_folder = first.folder if isinstance(first, Skill) else first.path
+            new_folder = entry.folder if isinstance(entry, Skill) else entry.path
+            same = os.path.realpath(first_folder) == os.path.realpath(new_folder)
             raise LibraryError(
-                f"two skills are named {name!r}: {skills[name].folder} and {folder}; "
-                "rename one (frontmatter name:)"
+                f"two skills are named {entry.name!r}: {first_folder} and {new_folder}; "
+                + ("they are the same folder, reached through a symbolic link: remove the link"
+                   if same else "rename one (frontmatter name:)")
             )
-        skills[name] = Skill(
-            name=name,
-            folder=folder,
-            category=category,
-            description=str(front.get("description") or "").strip(),
-            hash=hash_folder(folder),
-        )
-    return Library(root=root, skills=tuple(sorted(skills.values(), key=lambda s: s.name)))
+        found[entry.name] = entry
+    skills = sorted((e for e in found.values() if isinstance(e, Skill)), key=lambda s: s.name)
+    problems = sorted((e for e in found.values() if isinstance(e, SkillProblem)), key=lambda p: p.name)
+    for problem in problems:
+        warnings.warn(f"skill {problem.name!r} is left out of the library: {problem.message}",
+                      LibraryWarning, stacklevel=2)
+    return Library(root=root, skills=tuple(skills), problems=tuple(problems))

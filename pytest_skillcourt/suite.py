@@ -1,20 +1,34 @@
-"""Suite files: one YAML file naming a skill and its replay tasks (SPEC 4).
+"""Suite files: one YAML file naming a skill and its replay tasks (README "Writing suites").
 
 Parsing is strict: unknown keys are errors (a typo must never silently drop a
 check), and every error names the file, the line where YAML gives one, the
 field, what was expected and what came.
+
+What the user wrote is what is used: a task id or a file name that YAML would
+read as a number (``1.10``, ``0x1F``), a boolean or a date is taken as its
+text in the file, never as the value YAML makes of it (``1.1``, ``31``).
+YAML is read by ``safe_yaml`` (aliases and nesting bounded before anything is
+expanded).  Fixture folders are read by ``trees.tree_files``: links inside
+the fixture folder are followed, links out of it are refused at parse time,
+and operating-system litter (``.DS_Store`` ...) is left out.
 """
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Mapping
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from . import safe_yaml
+from .trees import TreeError, tree_files
 
 SUITE_KEYS = ("skill", "image", "timeout", "reps", "setup", "tasks")
 TASK_KEYS = ("id", "prompt", "files", "fixtures", "check")
@@ -48,15 +62,15 @@ class Task:
     line: int | None = None
 
     def workspace_files(self) -> dict[str, bytes]:
-        """Files to place under /workspace: fixtures first, then ``files`` (which win)."""
+        """Files to place under /workspace: fixtures first, then ``files`` (which win).
+
+        Raises:
+            TreeError: the fixture folder changed since parsing into something refused.
+        """
         out: dict[str, bytes] = {}
         if self.fixtures is not None:
-            for dirpath, dirnames, filenames in os.walk(self.fixtures):
-                dirnames.sort()
-                for name in sorted(filenames):
-                    full = Path(dirpath, name)
-                    if full.is_file() and not full.is_symlink():
-                        out[full.relative_to(self.fixtures).as_posix()] = full.read_bytes()
+            for rel, full in tree_files(self.fixtures, where="the fixture folder"):
+                out[rel] = full.read_bytes()
         for rel, text in self.files:
             out[rel] = text.encode("utf-8")
         return out
@@ -93,10 +107,8 @@ class Suite:
 
 
 def _node_for(node: Any, key: str | int) -> Any:
-    import yaml
-
     if isinstance(node, yaml.MappingNode) and isinstance(key, str):
-        for knode, vnode in node.value:
+        for knode, vnode in reversed(node.value):  # YAML: the last of a repeated key wins
             if getattr(knode, "value", None) == key:
                 return vnode
     if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
@@ -134,33 +146,47 @@ def _unknown_keys(data: dict[str, Any], allowed: tuple[str, ...]) -> list[tuple[
     return out
 
 
-def load_suite(path: Path, skill_names: list[str] | None = None) -> Suite:
+def _source_text(node: Any, value: Any) -> Any:
+    """``value`` as the user wrote it: a scalar YAML made into a number, a
+    boolean or a date is its text in the file (``1.10`` stays ``"1.10"``)."""
+    if isinstance(node, yaml.ScalarNode) and isinstance(value, (int, float, datetime.date)):
+        return node.value  # bool is an int
+    return value
+
+
+def _value_of(node: Any) -> Any:
+    """The Python value of one composed node (already checked by ``safe_yaml``)."""
+    return SafeConstructor().construct_object(node, deep=True)
+
+
+def load_suite(path: Path, skill_names: list[str] | None = None,
+               broken: Mapping[str, str] | None = None) -> Suite:
     """Parse and validate one suite file.
 
     ``skill_names``: the library's skills; ``None`` skips that check.
+    ``broken``: skills left out of the library, with why (``Library.broken()``);
+    a suite of one of them fails with that reason.
 
     Raises:
         SuiteError: anything wrong, with file, line, field and the fix.
     """
-    import yaml
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SuiteError(path, f"cannot be read as UTF-8 text ({err})") from err
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            root = loader.get_single_node()
-            data = loader.construct_document(root) if root is not None else None
-        finally:
-            loader.dispose()
+        root, data = safe_yaml.load(text)
+    except safe_yaml.YamlLimitError as err:
+        line = err.problem_mark.line + 1 if err.problem_mark else None
+        raise SuiteError(path, f"is refused: {err.problem}", line=line) from err
     except yaml.MarkedYAMLError as err:
         line = err.problem_mark.line + 1 if err.problem_mark else None
         raise SuiteError(path, f"is not valid YAML: {err.problem}", line=line) from err
     except yaml.YAMLError as err:
         raise SuiteError(path, f"is not valid YAML: {err}") from err
+    except ValueError as err:  # a value YAML cannot make, such as the date 2024-13-45
+        raise SuiteError(path, f"is not valid YAML: {err}; quote the value to keep it as text") from err
 
     def fail(message: str, *where: str | int, field: str | None = None) -> SuiteError:
         return SuiteError(path, message, line=_line_of(root, *where) if root else None,
@@ -176,6 +202,9 @@ def load_suite(path: Path, skill_names: list[str] | None = None) -> Suite:
         raise fail(f"expected the name of a skill in the library, got {_describe(skill)}",
                    "skill", field="skill")
     skill = skill.strip()
+    if broken and skill in broken:
+        raise fail(f"the skill {skill!r} is left out of the library: {broken[skill]}",
+                   "skill", field="skill")
     if skill_names is not None and skill not in skill_names:
         close = difflib.get_close_matches(skill, skill_names, n=1)
         known = f"did you mean {close[0]!r}?" if close else (
@@ -218,12 +247,13 @@ def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | N
         raise fail(f"expected a mapping with 'id' and 'prompt', got {_describe(raw)}", *where, field=label)
     for key, hint in _unknown_keys(raw, TASK_KEYS):
         raise fail(f"unknown key; {hint}", *where, key, field=f"{label}.{key}")
-    task_id = raw.get("id")
-    if isinstance(task_id, (int, float)) and not isinstance(task_id, bool):
-        task_id = str(task_id)
+    task_id = _source_text(_node_for(_node_for(_node_for(root, "tasks"), i), "id"), raw.get("id"))
     if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
         raise fail(f"expected an id of letters, digits, '_', '.', '-', got {_describe(task_id)}",
                    *where, "id", field=f"{label}.id")
+    if not task_id.strip("."):
+        raise fail(f"the id {task_id!r} is only dots, which names a folder, not a task; "
+                   "use a letter or a digit", *where, "id", field=f"{label}.id")
     if task_id in RESERVED_IDS:
         raise fail(f"the id {task_id!r} is reserved for the verdict item; choose another",
                    *where, "id", field=f"{label}.id")
@@ -241,19 +271,32 @@ def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | N
     if not isinstance(files, dict):
         raise fail(f"expected a mapping of path under /workspace to text, got {_describe(files)}",
                    *where, "files", field=f"{label}.files")
-    clean_files = []
-    for rel, content in files.items():
+    files_node = _node_for(_node_for(_node_for(root, "tasks"), i), "files")
+    pairs: list[tuple[Any, Any]] = (
+        [(_source_text(k, _value_of(k)), _value_of(v)) for k, v in files_node.value]
+        if isinstance(files_node, yaml.MappingNode) else list(files.items()))
+    written: dict[str, str] = {}  # normalised path -> as written
+    clean: dict[str, str] = {}
+    for rel, content in pairs:
         rel_s = str(rel)
         norm = PurePosixPath(rel_s)
-        if norm.is_absolute() or ".." in norm.parts or not rel_s.strip() or rel_s.endswith("/"):
-            raise fail(f"file path {rel_s!r} must be relative and stay under /workspace",
-                       *where, "files", field=f"{label}.files")
+        if (norm.is_absolute() or ".." in norm.parts or not rel_s.strip() or rel_s.endswith("/")
+                or not norm.parts or "\0" in rel_s):
+            raise fail(f"file path {rel_s!r} must be relative and stay under /workspace "
+                       "(a file name, such as data/sales.csv)", *where, "files", field=f"{label}.files")
         if not isinstance(content, str):
             raise fail(f"file {rel_s!r}: expected text content, got {_describe(content)}",
                        *where, "files", rel_s, field=f"{label}.files")
-        clean_files.append((norm.as_posix(), content))
+        key = norm.as_posix()
+        if key in written and written[key] != rel_s:
+            raise fail(f"file paths {written[key]!r} and {rel_s!r} name the same file {key!r}; "
+                       "keep one", *where, "files", rel_s, field=f"{label}.files")
+        written[key] = rel_s
+        clean[key] = content  # a repeated key: the last wins, as YAML reads it
+    clean_files = list(clean.items())
     fixtures = raw.get("fixtures")
     fixture_dir = None
+    fixture_files: list[tuple[str, Path]] = []
     if fixtures is not None:
         if not isinstance(fixtures, str) or not fixtures.strip():
             raise fail(f"expected a folder path relative to the suite file, got {_describe(fixtures)}",
@@ -266,13 +309,35 @@ def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | N
         if not fixture_dir.is_dir():
             raise fail(f"fixture folder {fixtures!r} does not exist (looked for {fixture_dir})",
                        *where, "fixtures", field=f"{label}.fixtures")
-        total = sum(p.stat().st_size for p in fixture_dir.rglob("*") if p.is_file())
+        try:
+            fixture_files = tree_files(fixture_dir, where="the fixture folder")
+            total = sum(full.stat().st_size for _, full in fixture_files)
+        except (TreeError, OSError) as err:
+            raise fail(f"fixture folder {fixtures!r}: {err}", *where, "fixtures",
+                       field=f"{label}.fixtures") from err
         if total > FIXTURE_LIMIT_BYTES:
             raise fail(f"fixture folder {fixtures!r} holds {total} bytes, over the "
                        f"{FIXTURE_LIMIT_BYTES} limit", *where, "fixtures", field=f"{label}.fixtures")
+    _refuse_file_folder_clash(
+        [(rel, f"files: {written[rel]!r}") for rel in clean]
+        + [(rel, f"fixture file {fixtures}/{rel}") for rel, _ in fixture_files if rel not in clean],
+        lambda message: fail(message, *where, "files" if clean else "fixtures",
+                             field=f"{label}.{'files' if clean else 'fixtures'}"))
     check = raw.get("check")
     if check is not None and (not isinstance(check, str) or not check.strip()):
         raise fail(f"expected a shell command (exit 0 = pass), got {_describe(check)}",
                    *where, "check", field=f"{label}.check")
     return Task(id=task_id, prompt=prompt, files=tuple(clean_files), fixtures=fixture_dir,
                 check=check.strip() if isinstance(check, str) else None, line=line)
+
+
+def _refuse_file_folder_clash(paths: list[tuple[str, str]], fail: Any) -> None:
+    """Refuse a workspace path that is a file and also a folder of another path."""
+    known = dict(paths)
+    for rel, what in sorted(paths):
+        parts = rel.split("/")
+        for cut in range(1, len(parts)):
+            folder = "/".join(parts[:cut])
+            if folder in known:
+                raise fail(f"{known[folder]} is a file, but {what} needs {folder!r} to be a "
+                           "folder; rename one of them")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_skillcourt.skills import LibraryError, hash_folder, load_library, parse_frontmatter
+from pytest_skillcourt.agent.tools import skill_files_for_sandbox, skill_path_in_sandbox
+from pytest_skillcourt.skills import (Library, LibraryError, LibraryWarning, hash_folder, load_library,
+                                      parse_frontmatter)
+from pytest_skillcourt.suite import SuiteError, load_suite
 
 
 @pytest.mark.parametrize("text", [
@@ -69,3 +75,178 @@ def test_hash_covers_paths_and_bytes_only(tmp_path: Path) -> None:
     assert hash_folder(folder) == h
     (folder / "references" / "a.md").rename(folder / "references" / "b.md")
     assert hash_folder(folder) != h
+
+
+# -- issue 17: links, litter and per-skill problems ---------------------------
+
+def test_frontmatter_a_bad_date_falls_back_as_hermes_does() -> None:
+    text = "---\nname: a\ncreated: 2024-13-45\n---\nbody\n"
+    assert parse_frontmatter(text) == ({"name": "a", "created": "2024-13-45"}, "body\n")
+    hermes = pytest.importorskip("agent.skill_utils")
+    assert parse_frontmatter(text) == hermes.parse_frontmatter(text)
+
+
+def load_quietly(root: Path) -> Library:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LibraryWarning)
+        return load_library(root)
+
+
+def agree(library: Library, name: str) -> dict[str, bytes]:
+    """The skill's files, after checking that hash, files() and the sandbox copy agree."""
+    skill = library.get(name)
+    assert skill is not None, library.problems
+    files = skill.files()
+    assert skill.hash == hash_folder(skill.folder, library.root)
+    assert skill.hash == hash_folder(skill.folder, library.root) and skill.hash.startswith("sha256:")
+    base = skill_path_in_sandbox(library, skill)
+    in_sandbox = {path[len(base) + 1:]: data for path, data in
+                  skill_files_for_sandbox(library, (skill,)).items()}
+    assert in_sandbox == files
+    return files
+
+
+def test_a_symlinked_skill_md_inside_the_library_is_read_hashed_and_copied(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()  # no SKILL.md: not a skill, just a folder of the library
+    (tmp_path / "shared" / "text.md").write_text("---\nname: linked\ndescription: D\n---\nthe body\n")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "SKILL.md").symlink_to("../shared/text.md")
+    lib = load_library(tmp_path)
+    assert lib.names() == ["linked"] and lib.get("linked").description == "D"
+    assert agree(lib, "linked") == {"SKILL.md": b"---\nname: linked\ndescription: D\n---\nthe body\n"}
+    before = lib.get("linked").hash
+    (tmp_path / "shared" / "text.md").write_text("---\nname: linked\ndescription: D\n---\nnew body\n")
+    assert load_library(tmp_path).get("linked").hash != before  # an edit invalidates
+
+
+def test_a_symlinked_skill_folder_inside_the_library_is_a_skill(tmp_path: Path) -> None:
+    make(tmp_path, ".store/real", "name: real\ndescription: R", {"references/r.md": "R"})
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "real").symlink_to("../.store/real", target_is_directory=True)
+    lib = load_library(tmp_path)
+    skill = lib.get("real")
+    assert lib.names() == ["real"] and skill.category == "ops" and skill.folder == tmp_path / "ops" / "real"
+    assert agree(lib, "real") == {"SKILL.md": b"---\nname: real\ndescription: R\n---\nbody\n",
+                                  "references/r.md": b"R"}
+
+
+def test_the_same_folder_linked_twice_says_so(tmp_path: Path) -> None:
+    make(tmp_path, "a", "name: a")
+    (tmp_path / "b").symlink_to("a", target_is_directory=True)
+    with pytest.raises(LibraryError, match="two skills are named 'a': .* reached through a symbolic "
+                                           "link: remove the link"):
+        load_library(tmp_path)
+
+
+def test_links_inside_a_skill_are_followed_when_they_stay_in_the_library(tmp_path: Path) -> None:
+    make(tmp_path, "other", "name: other", {"references/common.md": "COMMON"})
+    folder = make(tmp_path, "user", "name: user")
+    (folder / "references").mkdir()
+    (folder / "references" / "common.md").symlink_to(tmp_path / "other" / "references" / "common.md")
+    (folder / "more").symlink_to("../other/references", target_is_directory=True)
+    lib = load_library(tmp_path)
+    assert agree(lib, "user") == {"SKILL.md": b"---\nname: user\n---\nbody\n",
+                                  "more/common.md": b"COMMON", "references/common.md": b"COMMON"}
+
+
+@pytest.mark.parametrize(("make_it", "expected"), [
+    (lambda lib, out: (lib / "bad" / "SKILL.md").unlink() or (lib / "bad" / "SKILL.md").symlink_to(out / "SKILL.md"),
+     "bad/SKILL.md: is a symbolic link to {out}/SKILL.md ({out}/SKILL.md), outside the skill library"),
+    (lambda lib, out: (lib / "bad" / "secret").symlink_to(out / "secret.txt"),
+     "bad/secret: is a symbolic link to {out}/secret.txt ({out}/secret.txt), outside the skill library "
+     "{lib}; links are followed only inside it. Replace the link by a copy of what it points to"),
+    (lambda lib, out: (lib / "bad" / "etc").symlink_to("/etc", target_is_directory=True),
+     "bad/etc: is a symbolic link to /etc (/etc), outside the skill library"),
+    (lambda lib, out: (lib / "bad" / "zero").symlink_to("/dev/zero"), "outside the skill library"),
+    (lambda lib, out: (lib / "bad" / "gone").symlink_to(lib / "nowhere"),
+     "bad/gone: is a symbolic link to {lib}/nowhere, which does not exist; remove the link"),
+    (lambda lib, out: (lib / "bad" / "loop").symlink_to(".", target_is_directory=True), "bad/loop: is a link loop"),
+    (lambda lib, out: os.mkfifo(lib / "bad" / "pipe"), "bad/pipe: is not a regular file or folder"),
+    (lambda lib, out: (lib / "bad" / "SKILL.md").write_bytes(b"---\nname: bad\n---\n\xff\xfe binary"),
+     "bad/SKILL.md: cannot be read as UTF-8 text ('utf-8' codec can't decode byte 0xff in position 18"),
+], ids=["skill-md-out", "file-out", "dir-out", "dev-zero", "dangling", "loop", "fifo", "binary"])
+def test_a_skill_that_cannot_be_taken_is_left_out_with_the_reason(tmp_path: Path, make_it: Any,
+                                                                    expected: str) -> None:
+    lib_root, outside = tmp_path / "lib", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("---\nname: bad\n---\nbody\n")
+    (outside / "secret.txt").write_text("secret")
+    make(lib_root, "good", "name: good")
+    make(lib_root, "bad", "name: bad")
+    make_it(lib_root, outside)
+    with pytest.warns(LibraryWarning, match="skill 'bad' is left out of the library: "):
+        lib = load_library(lib_root)
+    assert lib.names() == ["good"] and agree(lib, "good")
+    assert expected.format(lib=lib_root, out=outside) in lib.broken()["bad"], lib.broken()
+    bad_suite = tmp_path / "skills_tests" / "bad.yaml"
+    bad_suite.parent.mkdir()
+    bad_suite.write_text("skill: bad\ntasks:\n  - {id: a, prompt: p}\n")
+    with pytest.raises(SuiteError, match="bad.yaml:1: skill: the skill 'bad' is left out of the library: "):
+        load_suite(bad_suite, lib.names(), lib.broken())
+    good_suite = bad_suite.with_name("good.yaml")
+    good_suite.write_text("skill: good\ntasks:\n  - {id: a, prompt: p}\n")
+    assert load_suite(good_suite, lib.names(), lib.broken()).skill == "good"
+
+
+def test_a_skill_folder_linked_from_outside_the_library_is_refused_with_the_fix(tmp_path: Path) -> None:
+    lib_root, outside = tmp_path / "lib", tmp_path / "elsewhere"
+    make(lib_root, "good", "name: good")
+    make(outside, "ext", "name: external-skill")
+    make(outside, "team/deploy", "name: deploy")
+    (lib_root / "ext").symlink_to(outside / "ext", target_is_directory=True)
+    (lib_root / "team").symlink_to(outside / "team", target_is_directory=True)  # a category
+    with pytest.warns(LibraryWarning) as caught:
+        lib = load_library(lib_root)
+    assert lib.names() == ["good"] and len(caught) == 2
+    message = lib.broken()["external-skill"]
+    assert message.startswith(f"{lib_root}/ext is a symbolic link to {outside}/ext ({outside}/ext), "
+                              f"outside the skill library {lib_root}"), message
+    assert "move or copy the folder into it, or point --skill-court-skills at the folder" in message
+    assert f"{lib_root}/team is a symbolic link" in lib.broken()["deploy"]
+    assert f"so the skill in {lib_root}/team/deploy is left out" in lib.broken()["deploy"]
+
+
+def test_litter_changes_no_hash_and_is_not_copied(tmp_path: Path) -> None:
+    folder = make(tmp_path, "s", "name: s", {"references/a.md": "A"})
+    before = load_library(tmp_path).get("s").hash
+    (folder / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (folder / "references" / "._a.md").write_bytes(b"\0\5\26\7")
+    (folder / "Thumbs.db").write_bytes(b"\xd0\xcf")
+    (folder / "desktop.ini").write_text("[.ShellClassInfo]")
+    (folder / "__MACOSX" / "references").mkdir(parents=True)
+    (folder / "__MACOSX" / "references" / "._a.md").write_bytes(b"\0")
+    (folder / "SKILL.md~").write_text("old")
+    (folder / ".SKILL.md.swp").write_bytes(b"b0VIM")
+    (folder / "#SKILL.md#").write_text("autosave")
+    (folder / ".#SKILL.md").symlink_to("user@host.4242")  # Emacs' lock link dangles by design
+    (folder / "scripts" / "__pycache__").mkdir(parents=True)
+    (folder / "scripts" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    lib = load_library(tmp_path)
+    assert lib.get("s").hash == before and not lib.problems
+    assert agree(lib, "s") == {"SKILL.md": b"---\nname: s\n---\nbody\n", "references/a.md": b"A"}
+
+
+def test_an_unzipped_macosx_folder_is_no_second_skill(tmp_path: Path) -> None:
+    make(tmp_path, "s", "name: s")
+    make(tmp_path, "__MACOSX/s", "name: s")
+    assert load_library(tmp_path).names() == ["s"]
+
+
+def test_a_binary_skill_md_fails_only_its_own_suite(pytester: pytest.Pytester) -> None:
+    skills = pytester.path / "skills"
+    make(skills, "good", "name: good\ndescription: fine")
+    (skills / "bad").mkdir()
+    (skills / "bad" / "SKILL.md").write_bytes(b"---\nname: bad\n---\n\x89PNG\r\n\x1a\n\0\0")
+    (pytester.path / "skills_tests").mkdir()
+    for name in ("good", "bad"):
+        (pytester.path / "skills_tests" / f"{name}.yaml").write_text(
+            f"skill: {name}\ntasks:\n  - {{id: a, prompt: p, check: 'true'}}\n")
+    pytester.makefile(".ini", pytest="[pytest]\nskill_court_skills = skills\nskill_court_sandbox = local\n")
+    result = pytester.runpytest("--skill-court", "--skill-court-model", "ollama/qwen2.5:7b",
+                                "--collect-only", "-q", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "skills_tests/good.yaml::a[with]" in out and "skills_tests/good.yaml::verdict" in out, out
+    assert "skills_tests/bad.yaml::" not in out.replace("ERROR skills_tests/bad.yaml", "")
+    assert ("bad.yaml:1: skill: the skill 'bad' is left out of the library: "
+            f"{skills}/bad/SKILL.md: cannot be read as UTF-8 text") in out, out
+    assert "1 error" in out

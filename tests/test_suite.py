@@ -1,9 +1,11 @@
-"""Suite files: every bad input SPEC 4 names gets its own readable message."""
+"""Suite files: every bad input the README's "Writing suites" names gets its own readable message."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,146 @@ def test_task_content_hash_follows_everything_that_changes_a_run(tmp_path: Path)
                     base.replace("check: c", "check: d")):
         assert load_suite(write(tmp_path, changed), SKILLS).tasks[0].content_hash(None) != h0
     assert load_suite(write(tmp_path, base), SKILLS).tasks[0].content_hash("setup") != h0
+
+
+# -- issue 17: ids and file names as written, refused paths, fixture links ----
+
+def task_suite(tmp_path: Path, task: str, name: str = "s.yaml") -> Path:
+    return write(tmp_path, "skill: sales-csv-totals\ntasks:\n" + textwrap.indent(textwrap.dedent(task), "  "), name)
+
+
+@pytest.mark.parametrize(("written", "expected"), [
+    ("1.10", "1.10"), ("0x1F", "0x1F"), ("017", "017"), ("1e3", "1e3"), ("1_000", "1_000"),
+    ("2024-01-02", "2024-01-02"), ("'1.10'", "1.10"), ("42", "42"), ("on", "on"),
+])
+def test_an_id_is_the_text_the_user_wrote(tmp_path: Path, written: str, expected: str) -> None:
+    suite = load_suite(task_suite(tmp_path, f"- {{id: {written}, prompt: p}}\n"), SKILLS)
+    assert suite.tasks[0].id == expected
+
+
+def test_ids_that_yaml_reads_as_the_same_number_stay_two_ids(tmp_path: Path) -> None:
+    suite = load_suite(task_suite(tmp_path, "- {id: 1.10, prompt: p}\n- {id: 1.1, prompt: q}\n"), SKILLS)
+    assert [t.id for t in suite.tasks] == ["1.10", "1.1"]
+
+
+@pytest.mark.parametrize("written", ["..", ".", "'...'"])
+def test_an_id_of_only_dots_is_refused(tmp_path: Path, written: str) -> None:
+    message = error_of(task_suite(tmp_path, f"- {{id: {written}, prompt: p}}\n"))
+    assert "s.yaml:3: tasks[0].id: the id" in message and "is only dots" in message, message
+    assert "use a letter or a digit" in message
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ('{".": x}', "tasks[a].files: file path '.' must be relative and stay under /workspace (a file name"),
+    ('{"./": x}', "file path './' must be relative"),
+    ('{"a/..": x}', "file path 'a/..' must be relative"),
+    ('{"a\\0b": x}', "must be relative and stay under /workspace"),
+    ("{a: x, a/b: y}", "tasks[a].files: files: 'a' is a file, but files: 'a/b' needs 'a' to be a folder; "
+                       "rename one of them"),
+    ("{a/b/c: y, a/b: x}", "files: 'a/b' is a file, but files: 'a/b/c' needs 'a/b' to be a folder"),
+    ("{a: x, ./a: y}", "tasks[a].files: file paths 'a' and './a' name the same file 'a'; keep one"),
+])
+def test_file_paths_that_would_fail_late_are_refused_at_parse_time(tmp_path: Path, files: str,
+                                                                    expected: str) -> None:
+    message = error_of(task_suite(tmp_path, f"- {{id: a, prompt: p, files: {files}}}\n"))
+    assert expected in message and "s.yaml:3:" in message, message
+
+
+def test_file_names_are_the_text_the_user_wrote(tmp_path: Path) -> None:
+    suite = load_suite(task_suite(tmp_path, "- {id: a, prompt: p, files: {1.10: x, 1.1: y, true: z, 0x1F: w}}\n"),
+                       SKILLS)
+    assert dict(suite.tasks[0].files) == {"1.10": "x", "1.1": "y", "true": "z", "0x1F": "w"}
+
+
+def test_merged_and_repeated_file_keys_read_as_yaml_reads_them(tmp_path: Path) -> None:
+    path = task_suite(tmp_path, """\
+        - id: a
+          prompt: p
+          files: &common {a.csv: "1", b.csv: "2"}
+        - id: b
+          prompt: q
+          files: {<<: *common, b.csv: "3", c.csv: "4"}
+        """)
+    first, second = load_suite(path, SKILLS).tasks
+    assert dict(first.files) == {"a.csv": "1", "b.csv": "2"}
+    assert dict(second.files) == {"a.csv": "1", "b.csv": "3", "c.csv": "4"}
+
+
+def test_a_value_yaml_cannot_make_is_a_suite_error(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "skill: sales-csv-totals\nsetup: 2024-13-45\ntasks:\n  - {id: a, prompt: p}\n"))
+    assert "s.yaml: is not valid YAML: month must be in 1..12; quote the value" in message, message
+
+
+def fixture_suite(tmp_path: Path) -> tuple[Path, Path]:
+    fixtures = tmp_path / "skills_tests" / "fx"
+    fixtures.mkdir(parents=True)
+    (fixtures / "data.csv").write_text("amount\n1\n")
+    return task_suite(tmp_path, "- {id: a, prompt: p, fixtures: fx}\n"), fixtures
+
+
+def test_links_inside_the_fixture_folder_are_followed(tmp_path: Path) -> None:
+    path, fixtures = fixture_suite(tmp_path)
+    (fixtures / "sub").mkdir()
+    (fixtures / "sub" / "notes.md").write_text("hi")
+    (fixtures / "copy.csv").symlink_to("data.csv")
+    (fixtures / "linked").symlink_to("sub", target_is_directory=True)
+    task = load_suite(path, SKILLS).tasks[0]
+    assert task.workspace_files() == {"copy.csv": b"amount\n1\n", "data.csv": b"amount\n1\n",
+                                      "linked/notes.md": b"hi", "sub/notes.md": b"hi"}
+    before = task.content_hash(None)
+    (fixtures / "data.csv").write_text("amount\n2\n")  # the link's target changed: so did the task
+    assert load_suite(path, SKILLS).tasks[0].content_hash(None) != before
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    (lambda fx, out: (fx / "leak.txt").symlink_to(out / "secret.txt"),
+     "is a symbolic link to {out}/secret.txt ({out}/secret.txt), outside the fixture folder"),
+    (lambda fx, out: (fx / "up").symlink_to("..", target_is_directory=True),
+     "is a symbolic link to .. ("),
+    (lambda fx, out: (fx / "gone.txt").symlink_to(fx / "missing.txt"),
+     "gone.txt: is a symbolic link to {fx}/missing.txt, which does not exist; remove the link"),
+    (lambda fx, out: (fx / "loop").symlink_to(".", target_is_directory=True),
+     "loop: is a link loop"),
+    (lambda fx, out: os.mkfifo(fx / "pipe"), "pipe: is not a regular file or folder (a FIFO"),
+], ids=["file-out", "dir-out", "dangling", "loop", "fifo"])
+def test_links_escaping_the_fixture_folder_are_refused_at_parse_time(tmp_path: Path, make: Any,
+                                                                     expected: str) -> None:
+    path, fixtures = fixture_suite(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    make(fixtures, outside)
+    message = error_of(path)
+    assert "s.yaml:3: tasks[a].fixtures: fixture folder 'fx': " in message, message
+    assert expected.format(out=outside, fx=fixtures) in message, message
+
+
+def test_litter_in_fixtures_is_left_out(tmp_path: Path) -> None:
+    path, fixtures = fixture_suite(tmp_path)
+    before = load_suite(path, SKILLS).tasks[0].content_hash(None)
+    (fixtures / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (fixtures / "__MACOSX").mkdir()
+    (fixtures / "__MACOSX" / "._data.csv").write_bytes(b"\0")
+    (fixtures / "data.csv~").write_text("old")
+    (fixtures / ".#data.csv").symlink_to("user@host.1234")  # Emacs' lock: dangling by design
+    task = load_suite(path, SKILLS).tasks[0]
+    assert task.workspace_files() == {"data.csv": b"amount\n1\n"}
+    assert task.content_hash(None) == before
+
+
+def test_a_fixture_file_and_a_file_that_needs_it_as_a_folder_are_refused(tmp_path: Path) -> None:
+    path, _ = fixture_suite(tmp_path)
+    path.write_text(path.read_text().replace("fixtures: fx}", "fixtures: fx, files: {data.csv/x: y}}"))
+    message = error_of(path)
+    assert ("tasks[a].files: fixture file fx/data.csv is a file, but files: 'data.csv/x' needs "
+            "'data.csv' to be a folder") in message, message
+    path.write_text(path.read_text().replace("data.csv/x", "data.csv"))
+    assert load_suite(path, SKILLS).tasks[0].workspace_files() == {"data.csv": b"y"}  # files win
+
+
+def test_the_suite_of_a_skill_left_out_of_the_library_fails_with_its_reason(tmp_path: Path) -> None:
+    path = write(tmp_path, "skill: broken\ntasks:\n  - {id: a, prompt: p}\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path, SKILLS, {"broken": "/lib/broken/SKILL.md: cannot be read as UTF-8 text"})
+    assert str(info.value).endswith("s.yaml:1: skill: the skill 'broken' is left out of the library: "
+                                    "/lib/broken/SKILL.md: cannot be read as UTF-8 text")
