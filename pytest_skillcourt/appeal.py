@@ -59,6 +59,7 @@ from .llm import (
 from .locks import LockBusy, acquire
 from .quarantine import ENTRY_FIELDS, QuarantineEntry, apply_trial, model_key
 from .skills import LibraryError, hash_folder, load_library, parse_frontmatter
+from .stats.verdict import VerdictKind
 from .suite import SuiteError, load_suite
 from .trial import group_pairs, pair_outcomes
 
@@ -107,7 +108,7 @@ def find_verdict(store: Any, skill: str, model: str) -> dict[str, Any]:
                           "run pytest --skill-court first (`skill-court report` lists the verdicts)")
     row = rows[0]
     verdict = row["data"].get("verdict") or {}
-    if row["kind"] != "HURTS":
+    if row["kind"] != VerdictKind.HURTS.value:
         raise AppealError(f"the latest verdict on {skill!r} for {row['model']!r} is {row['kind']} "
                           f"(trial {row['trial']}), not HURTS: there is nothing to appeal")
     cause = row["data"].get("cause") or {}
@@ -434,7 +435,7 @@ def decide(original: Mapping[str, Any], draft: Mapping[str, Any]) -> tuple[str, 
     before, after = float(original.get("success_with", 0.0)), float(draft.get("success_with", 0.0))
     rates = f"success with the skill {100 * after:.0f}% (the original: {100 * before:.0f}%)"
     kind = draft.get("kind")
-    if kind not in ("HELPS", "NEUTRAL"):
+    if kind not in (VerdictKind.HELPS.value, VerdictKind.NEUTRAL.value):
         return DENIED, f"the draft's verdict is {kind}: {draft.get('line', '')}; {rates}"
     if after <= before:
         return DENIED, f"the draft no longer hurts ({kind}) but does not do better: {rates}"
@@ -480,7 +481,7 @@ def make_appeal(store: Any, skill: str, model: str, *, client_for: Callable[[str
     if len(original) > SKILL_MD_LIMIT:
         raise AppealError(f"{project.skill_md} has {len(original)} characters, over the "
                           f"{SKILL_MD_LIMIT} an appeal drafts for; edit it by hand")
-    if hash_folder(project.folder) != row["skill_hash"]:
+    if hash_folder(project.folder, project.library) != row["skill_hash"]:
         raise AppealError(f"{project.folder} changed since its HURTS verdict (trial {row['trial']}); "
                           "run pytest --skill-court again for a verdict on these bytes")
     missing = guard_available()

@@ -120,7 +120,7 @@ class SuiteFile(pytest.File):
     def _items(self) -> Iterator[pytest.Item]:
         court = self.court
         library = court.library()
-        suite = load_suite(self.path, library.names())
+        suite = load_suite(self.path, library.names(), library.broken())
         court.remember_suite(suite)
         settings = court.settings
         models = settings.models
