@@ -29,6 +29,7 @@ from pytest_skillcourt.quarantine import (
     read_entries,
     release,
 )
+from pytest_skillcourt.stats.verdict import VerdictKind
 
 #: Exit statuses (also printed by ``--help``).
 EXIT_OK = 0
@@ -369,15 +370,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for line in format_table(table):
         _out(line)
     for m in result.verdicts:
-        if m.verdict.kind.value in ("HURTS", "INCONCLUSIVE"):
+        if m.verdict.kind in (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE):
             _out(f"{m.skill} on {m.model}: {m.verdict.kind.value}: {m.verdict.line}")
             cause = m.data.get("cause") or {}
             if cause.get("cause"):
                 _out(f"  cause: {cause['cause']}")
     for warning in result.warnings:
         _err(f"{_prog(args)} merge: {warning}")
-    fails = {"hurts": ("HURTS",), "inconclusive": ("HURTS", "INCONCLUSIVE"), "never": ()}[args.fail_on]
-    return EXIT_HURTS if any(m.verdict.kind.value in fails for m in result.verdicts) else EXIT_OK
+    fails = {"hurts": (VerdictKind.HURTS,), "inconclusive": (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE),
+             "never": ()}[args.fail_on]
+    return EXIT_HURTS if any(m.verdict.kind in fails for m in result.verdicts) else EXIT_OK
 
 
 @subcommand("merge")

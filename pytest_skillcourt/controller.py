@@ -1,156 +1,198 @@
-"""The controller's work after every run: judge, decide, explain, report.
+"""The controller's work after every run: judge, decide, explain, apply, report.
 
 Runs in ``pytest_runtestloop`` after the run items (with and without xdist),
 so verdict reports reach the terminal, ``--junitxml`` and the exit status like
-any test report (xdist replays worker reports the same way).
+any test report (xdist replays worker reports the same way).  The way of one
+verdict: the runs the store holds for its target → pairs (``trial.group_pairs``)
+with their judgments (:func:`judge_pending`) → the rule (``stats.verdict.decide``)
+→ the cause of a HURTS (:func:`explain`) → an :class:`~.trial.Outcome` → the
+verdict item's report, the quarantine file, and the files written from one
+immutable :class:`~.trial.TrialResult`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
 
 import pytest
 
-from .options import FailOn
-from .records import ANSWERED, INCOMPLETE, RunRecord
-
-if TYPE_CHECKING:
-    from .session import Outcome, SkillCourt, Target
+from .agent.client import ChatClient, ModelSpec
+from .cache import cause_key, judgment_key
+from .cause import find_cause
+from .judge import Judgment, RunView, judge_pairs
+from .llm import TokenBudget
+from .options import FailOn, Settings
+from .records import RunRecord
+from .run import price
+from .skills import Library, Skill
+from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, VerdictKind, decide
+from .store import Store
+from .suite import Suite
+from .trial import (
+    Cause,
+    Outcome,
+    Pair,
+    Target,
+    TrialResult,
+    TrialRun,
+    group_pairs,
+    pair_outcomes,
+)
 
 JUDGE_WORKERS = 4
 
 
-def judgment_key(with_run: RunRecord, without_run: RunRecord, judge: Any) -> str:
-    from .judge import JUDGE_PROMPT_VERSION
+class Court(Protocol):
+    """What the controller needs of the session (``session.SkillCourt``), which calls it
+    from ``pytest_runtestloop``: values and services, so nothing here imports the session."""
 
-    raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
-                      JUDGE_PROMPT_VERSION])
-    return hashlib.sha256(raw.encode()).hexdigest()
+    settings: Settings
+    trial: str
+    targets: dict[str, Target]
+    outcomes: list[Outcome]
+    errors: list[str]
+    files_written: list[tuple[str, Path]]
+    quarantine_changes: tuple[list[Any], list[Any]]
+
+    def store(self) -> Store: ...
+
+    def suite(self, suite_rel: str) -> Suite: ...
+
+    def library(self) -> Library: ...
+
+    def model(self, label: str) -> ModelSpec: ...
+
+    def judge_budget(self) -> TokenBudget: ...
+
+    def result(self) -> TrialResult: ...
 
 
-def _view(rec: RunRecord) -> Any:
-    from .judge import RunView
+@dataclass
+class Judged:
+    """The judgments of this session's pairs, and what the fresh ones cost."""
 
+    #: (target nodeid, task id, rep) -> judgment
+    judgments: dict[tuple[str, str, int], Judgment] = field(default_factory=dict)
+    #: (target nodeid, task id, rep) -> USD of a judgment made in this session
+    cost: dict[tuple[str, str, int], float] = field(default_factory=dict)
+
+
+def _view(rec: RunRecord) -> RunView:
     cap = rec.captured or {}
     return RunView(answer=rec.answer, files=tuple((str(p), str(t)) for p, t in cap.get("files", [])),
                    binary=tuple(cap.get("binary", [])))
 
 
-def judge_pending(court: "SkillCourt", runs_by_target: dict[str, list[RunRecord]]) -> dict[tuple[str, str, int], Any]:
-    """Judge every check-less pair that has two scorable runs; reuse stored judgments.
-
-    Returns judgments keyed by (target nodeid, task id, rep)."""
-    from .judge import Judgment, judge_pairs
-    from .agent.client import ChatClient
-
+def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]]) -> Judged:
+    """Judge every check-less pair that has two scorable runs; reuse stored judgments."""
     s = court.settings
     store = court.store()
-    out: dict[tuple[str, str, int], Any] = {}
-    jobs_by_model: dict[str, list[tuple[Any, str, Any, Any]]] = {}
-    meta: dict[Any, tuple[str, RunRecord, RunRecord]] = {}
+    out = Judged()
+    jobs_by_model: dict[str, list[tuple[str, str, RunView, RunView]]] = {}
+    meta: dict[str, tuple[str, RunRecord, RunRecord]] = {}
     for nodeid, runs in runs_by_target.items():
         target = court.targets[nodeid]
-        suite = court.suite(target.suite_rel)
-        prompts = {t.id: t.prompt for t in suite.tasks}
+        prompts = {t.id: t.prompt for t in court.suite(target.suite_rel).tasks}
         judge_label = s.judge_model or target.model
         judge = court.model(judge_label)
-        pairs: dict[tuple[str, int], dict[str, RunRecord]] = {}
-        for rec in runs:
-            pairs.setdefault((rec.task_id, rec.rep), {})[rec.arm] = rec
-        for (task_id, rep), arms in sorted(pairs.items()):
-            w, wo = arms.get("with"), arms.get("without")
-            if (w is None or wo is None or not (w.needs_judge or wo.needs_judge)
-                    or w.status not in (ANSWERED, INCOMPLETE) or wo.status not in (ANSWERED, INCOMPLETE)):
+        for pair in group_pairs(runs):
+            w, wo = pair.with_run, pair.without_run
+            if not pair.needs_judge or w is None or wo is None:
                 continue
             key = judgment_key(w, wo, judge)
             stored = None if s.fresh else store.judgment(key)
             if stored is not None and stored.get("winner") is not None:
-                judgment = Judgment.from_dict(stored)
-                out[(nodeid, task_id, rep)] = judgment
+                out.judgments[(nodeid, pair.task_id, pair.rep)] = Judgment.from_dict(stored)
                 continue
             meta[key] = (nodeid, w, wo)
-            jobs_by_model.setdefault(judge_label, []).append((key, prompts.get(task_id, ""), _view(w), _view(wo)))
-    if not jobs_by_model:
-        return out
+            jobs_by_model.setdefault(judge_label, []).append(
+                (key, prompts.get(pair.task_id, ""), _view(w), _view(wo)))
     budget = court.judge_budget()
+    seed = int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16)
     for label, jobs in jobs_by_model.items():
         spec = court.model(label)
-        results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget,
-                              seed=int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16))
+        results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget, seed=seed)
         for job_key, judgment in results.items():
-            nodeid, w, wo = meta[job_key]
-            from .run import price
-
+            nodeid, w, wo = meta[str(job_key)]
             cost, _ = price(s, spec, judgment.input_tokens, judgment.output_tokens, None)
             store.record_judgment(str(job_key), trial=court.trial, with_run=w.run_id,
                                   without_run=wo.run_id, data=judgment.to_dict(), cost_usd=cost)
-            out[(nodeid, w.task_id, w.rep)] = judgment
+            out.judgments[(nodeid, w.task_id, w.rep)] = judgment
+            out.cost[(nodeid, w.task_id, w.rep)] = cost or 0.0
     return out
 
 
-def produce_verdicts(court: "SkillCourt", session: pytest.Session) -> None:
+def produce_verdicts(court: Court, session: pytest.Session) -> None:
     """Judge, decide every selected verdict, emit its report, apply and write files."""
     if not court.targets:
         return
     store = court.store()
-    runs_by_target: dict[str, list[RunRecord]] = {}
-    cached: dict[str, int] = {}
-    for nodeid, target in court.targets.items():
-        used = store.trial_runs(court.trial, suite=target.suite_rel, model=target.model)
-        runs_by_target[nodeid] = [u.record for u in used]
-        cached[nodeid] = sum(1 for u in used if u.cached)
-    s = court.settings
+    used: dict[str, list[TrialRun]] = {
+        nodeid: store.trial_runs(court.trial, suite=t.suite_rel, model=t.model)
+        for nodeid, t in court.targets.items()}
     try:
-        judgments = judge_pending(court, runs_by_target)
+        judged = judge_pending(court, {n: [u.record for u in runs] for n, runs in used.items()})
     except Exception as err:  # the verdicts still come, without judged pairs
-        judgments = {}
+        judged = Judged()
         court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
     for nodeid, target in court.targets.items():
         try:
-            outcome = decide_target(court, target, runs_by_target[nodeid], cached[nodeid], judgments)
+            outcome = decide_target(court, target, used[nodeid], judged)
         except Exception as err:
-            import traceback
-
             emit_error(session, target, "skill court could not decide this verdict: "
                        f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}")
             continue
         court.outcomes.append(outcome)
         store.record_verdict(trial=court.trial, skill=outcome.skill, model=target.model,
                              suite=target.suite_rel, skill_hash=outcome.skill_hash,
-                             suite_hash=outcome.suite_hash, kind=outcome.verdict.kind.value,
-                             data=outcome_dict(outcome))
+                             suite_hash=outcome.suite_hash, kind=outcome.kind.value,
+                             data=outcome.to_dict())
         emit_report(session, outcome)
-    if s.apply:
+    if court.settings.apply:
         apply_quarantine(court, session)
+    write_files(court, court.result())
+
+
+def write_files(court: Court, result: TrialResult) -> None:
+    """Write the JSON, HTML and step-summary files; the session announces them."""
+    s = court.settings
     if s.json_path:
         from .report.json_report import write_json
 
-        write_json(court, s.json_path)
+        court.files_written.append(("json report", write_json(result, s.json_path)))
     if s.html_path:
-        from .report.html import write_html
+        from .report.html import write_html  # jinja2: only when the page is asked for
 
-        write_html(court, s.html_path)
+        court.files_written.append(("html report", write_html(result, s.html_path)))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         from .report.markdown import append_step_summary
 
-        append_step_summary(court, summary)
+        append_step_summary(result, Path(summary))
 
 
-def apply_quarantine(court: "SkillCourt", session: pytest.Session) -> None:
+def apply_quarantine(court: Court, session: pytest.Session) -> None:
     """``--skill-court-apply``: carry this session's verdicts into the quarantine file.
 
     Never raises: a file that cannot be written is left as it was, and the
     session fails with the reason (the verdicts are already reported)."""
-    from .quarantine import QuarantineFileError, TrialVerdict, apply_trial, plan_trial, read_entries
+    from .quarantine import (
+        QuarantineFileError,
+        TrialVerdict,
+        apply_trial,
+        plan_trial,
+        read_entries,
+    )
 
     path = court.settings.quarantine
     try:
-        verdicts = [TrialVerdict(skill=o.skill, model=o.target.model, kind=o.kind.value,
+        verdicts = [TrialVerdict(skill=o.skill, model=o.target.model, kind=o.kind,
                                  skill_hash=o.skill_hash, reason=o.verdict.line,
                                  cause=o.cause.cause if o.cause else None,
                                  line=o.cause.line if o.cause else None) for o in court.outcomes]
@@ -169,82 +211,76 @@ def apply_quarantine(court: "SkillCourt", session: pytest.Session) -> None:
     court.quarantine_changes = (changed, lifted)
 
 
-def decide_target(court: "SkillCourt", target: "Target", runs: list[RunRecord], cached: int,
-                  judgments: dict[tuple[str, str, int], Any]) -> "Outcome":
+def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged: Judged) -> Outcome:
     """The verdict of one skill on one model from this session's recorded runs."""
-    from .trial import Outcome, group_pairs, pair_outcomes
-    from .stats.verdict import VerdictKind, decide
-
     s = court.settings
     suite = court.suite(target.suite_rel)
     skill = court.library().get(suite.skill)
-    judged = {(t, r): j for (n, t, r), j in judgments.items() if n == target.nodeid}
-    pairs = pair_outcomes(group_pairs(runs, lambda w, wo: judged[(w.task_id, w.rep)].to_dict()
-                                      if (w.task_id, w.rep) in judged else None))
-    early = target.first_tasks if s.early_stop and len(target.first_tasks) == 4 else None
-    verdict = decide(pairs, early_stop_tasks=early)
-    cause = None
+    mine = {(t, r): j for (n, t, r), j in judged.judgments.items() if n == target.nodeid}
+    runs = [u.record for u in used]
+    pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
+                        if (w.task_id, w.rep) in mine else None)
+    evidence = pair_outcomes(pairs)
+    early = target.first_tasks if s.early_stop and len(target.first_tasks) == EARLY_STOP_TASKS else None
+    verdict = decide(evidence, early_stop_tasks=early)
+    cause, cause_cost = None, 0.0
     if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
         try:
-            cause = explain(court, target, runs, pairs, skill)
+            cause, cause_cost = explain(court, target, pairs, evidence, skill)
         except Exception as err:  # a verdict without its cause is still a verdict
             court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
-    fail_on = s.fail_on
+    cached = sum(1 for u in used if u.cached)
+    spend = (sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial)
+             + sum(c for (n, _, _), c in judged.cost.items() if n == target.nodeid) + cause_cost)
     return Outcome(
         target=target, skill=suite.skill, verdict=verdict,
         skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
-        cached_runs=cached, fresh_runs=len(runs) - cached,
-        spend=sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial),
-        judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(judged.items())),
+        cached_runs=cached, fresh_runs=len(runs) - cached, spend=spend,
+        judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(mine.items())),
         cause=cause,
-        failed=(verdict.kind == VerdictKind.HURTS and fail_on != FailOn.NEVER) or (
-            verdict.kind == VerdictKind.INCONCLUSIVE and fail_on == FailOn.INCONCLUSIVE),
+        failed=(verdict.kind == VerdictKind.HURTS and s.fail_on != FailOn.NEVER) or (
+            verdict.kind == VerdictKind.INCONCLUSIVE and s.fail_on == FailOn.INCONCLUSIVE),
     )
 
 
-def explain(court: "SkillCourt", target: "Target", runs: list[RunRecord], pairs: list[Any], skill: Any) -> Any:
-    """Why it hurt (SPEC 10.1): ask the judge about one task the skill made fail."""
-    from .agent.client import ChatClient
-    from .cause import find_cause
+def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Sequence[PairOutcome],
+            skill: Skill) -> tuple[Cause | None, float]:
+    """Why it hurt (README "Why it hurt"): ask the judge about one task the skill made fail.
 
-    lost = [p for p in pairs if not p.with_success and p.without_success]
-    if not lost:
-        return None
-    by = {(r.task_id, r.rep, r.arm): r for r in runs}
-    first = sorted(lost, key=lambda p: (p.task_id, p.rep))[0]
-    w, wo = by.get((first.task_id, first.rep, "with")), by.get((first.task_id, first.rep, "without"))
-    if w is None or wo is None:
-        return None
+    Returns the cause (None when none was found) and what asking cost in this
+    session (0 for a cause reused from the store)."""
+    lost = sorted((p.task_id, p.rep) for p in evidence if not p.with_success and p.without_success)
+    pair = next((p for p in pairs if lost and (p.task_id, p.rep) == lost[0]), None)
+    if pair is None or pair.with_run is None or pair.without_run is None:
+        return None, 0.0
+    w, wo = pair.with_run, pair.without_run
     suite = court.suite(target.suite_rel)
-    prompt = next((t.prompt for t in suite.tasks if t.id == first.task_id), "")
+    prompt = next((t.prompt for t in suite.tasks if t.id == pair.task_id), "")
     judge = court.model(court.settings.judge_model or target.model)
     try:
         skill_md = skill.skill_md.read_text(encoding="utf-8")
     except OSError:
-        return None
-    from .cause import CAUSE_PROMPT_VERSION
-    from .trial import Cause
-
-    # Cached like judgments: same runs, judge and SKILL.md bytes give the same question.
-    key = hashlib.sha256(json.dumps([w.cache_key, wo.cache_key, judge.label, judge.base_url,
-                                     skill.hash, CAUSE_PROMPT_VERSION]).encode()).hexdigest()
-    stored = None if court.settings.fresh else court.store().cause(key)
+        return None, 0.0
+    key = cause_key(w, wo, judge, skill.hash)
+    store = court.store()
+    stored = None if court.settings.fresh else store.cause(key)
     if stored is not None:
-        return Cause.from_dict(stored)
+        return Cause.from_dict(stored), 0.0
     cause = find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
                        skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
                        budget=court.judge_budget())
-    if cause is not None:
-        court.store().record_cause(key, trial=court.trial, data=cause.to_dict())
-    return cause
+    if cause is None:
+        return None, 0.0
+    cost, _ = price(court.settings, judge, cause.input_tokens, cause.output_tokens, None)
+    store.record_cause(key, trial=court.trial, data=cause.to_dict(), cost_usd=cost)
+    return cause, cost or 0.0
 
 
-def outcome_dict(outcome: "Outcome") -> dict[str, Any]:
-    """JSON-ready description of one verdict (store, JSON report, HTML)."""
-    return outcome.to_dict()
+# --------------------------------------------------------------------------- verdict items
 
 
-def verdict_text(outcome: "Outcome") -> str:
+def verdict_text(outcome: Outcome) -> str:
+    """The failure text of a verdict item: the verdict line, the cause and the skill line."""
     v = outcome.verdict
     lines = [f"{v.kind.value}: {v.line}"]
     if outcome.cause is not None:
@@ -256,7 +292,8 @@ def verdict_text(outcome: "Outcome") -> str:
     return "\n".join(lines)
 
 
-def verdict_properties(outcome: "Outcome") -> list[tuple[str, object]]:
+def verdict_properties(outcome: Outcome) -> list[tuple[str, object]]:
+    """The verdict item's properties (JUnit ``<property>``)."""
     v = outcome.verdict
     props: list[tuple[str, object]] = [
         ("skill", outcome.skill), ("model", outcome.target.model),
@@ -286,18 +323,18 @@ def verdict_properties(outcome: "Outcome") -> list[tuple[str, object]]:
     return props
 
 
-def emit_report(session: pytest.Session, outcome: "Outcome") -> None:
+def emit_report(session: pytest.Session, outcome: Outcome) -> None:
     """Push the verdict item's reports through the normal hooks (terminal, junitxml, exit status)."""
     _emit(session, outcome.target, verdict_text(outcome) if outcome.failed else None,
           verdict_properties(outcome))
 
 
-def emit_error(session: pytest.Session, target: "Target", text: str) -> None:
+def emit_error(session: pytest.Session, target: Target, text: str) -> None:
     """A verdict that could not be made is a failed verdict item with the reason."""
     _emit(session, target, text, [("verdict", "ERROR")])
 
 
-def _emit(session: pytest.Session, target: "Target", failure: str | None,
+def _emit(session: pytest.Session, target: Target, failure: str | None,
           props: list[tuple[str, object]]) -> None:
     hook = session.config.hook
     nodeid = target.nodeid

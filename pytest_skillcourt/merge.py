@@ -1,4 +1,4 @@
-"""``skill-court merge``: join the stores of CI shards and recompute verdicts (SPEC 16).
+"""``skill-court merge``: join the stores of CI shards and recompute verdicts (README "CI", shards).
 
 Each shard (``pytest --skill-court --skill-court-shard I/N``) writes its own
 store.  Merging copies every row of every input into a new store (runs,
@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from .clock import utc_now
 from .judge import Judgment
 from .records import RunRecord
-from .stats.verdict import EARLY_STOP_TASKS, decide
+from .stats.verdict import EARLY_STOP_TASKS, VerdictKind, decide
 from .store import Store, StoreError
 from .trial import group_pairs, pair_outcomes
 
@@ -250,7 +250,7 @@ def _verdict_data(store: Store, source: dict[str, Any], verdict: Any, used: list
         "cached_runs": cached, "fresh_runs": len(runs) - cached,
         "spend_usd": round(sum(r.record.cost_usd or 0.0 for r in runs
                                if r.record.trial == source["trial"]), 6),
-        "failed": verdict.kind.value == "HURTS" if not same else bool(old.get("failed")),
+        "failed": verdict.kind is VerdictKind.HURTS if not same else bool(old.get("failed")),
         "cause": old.get("cause") if same else None, "judgments": used,
         "first_tasks": old.get("first_tasks"), "merged_from": source["trial"],
         "made_at": utc_now(),

@@ -51,6 +51,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from pytest_skillcourt.atomic import write_atomic
 from pytest_skillcourt.clock import utc_now
 from pytest_skillcourt.locks import locked
+from pytest_skillcourt.stats.verdict import VerdictKind
 
 #: The newest file format this code reads and writes.
 SUPPORTED_VERSION = 1
@@ -443,7 +444,7 @@ class TrialVerdict:
 
     skill: str
     model: str
-    kind: str  # "HELPS" | "HURTS" | "NEUTRAL" | "INCONCLUSIVE"
+    kind: VerdictKind
     skill_hash: str
     reason: str
     cause: str | None = None
@@ -480,12 +481,12 @@ def plan_trial(verdicts: Sequence[TrialVerdict], existing: Sequence[QuarantineEn
     cleared: set[tuple[str, str]] = set()
     for v in verdicts:
         key = (v.skill, model_key(v.model))
-        if v.kind == "HURTS":
+        if v.kind is VerdictKind.HURTS:
             hurts.setdefault(key, QuarantineEntry(
                 skill=v.skill, model=key[1], skill_hash=v.skill_hash, verdict="hurts",
                 reason=v.reason, cause=v.cause, line=v.line, set_by=SET_BY_TRIAL,
                 trial=trial, since=utc_now()))
-        elif v.kind in ("HELPS", "NEUTRAL"):
+        elif v.kind in (VerdictKind.HELPS, VerdictKind.NEUTRAL):
             for e in existing:
                 if (e.skill == v.skill and e.set_by == SET_BY_TRIAL and not e.every_model
                         and model_key(e.model) == key[1] and e.skill_hash != v.skill_hash):

@@ -19,16 +19,24 @@ from typing import Any, Generator, Iterator
 
 import pytest
 
+from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
 from .cache import run_key, still_valid
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem
+from .controller import produce_verdicts
+from .llm import TokenBudget
 from .options import Settings
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
+from .report.junit import add_pair_properties, pair_properties
+from .report.terminal import write_summary
+from .run import execute_run
+from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
 from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds
+from .store import Store, StoreError
 from .suite import Suite, load_suite
-from .trial import Outcome, Target, group_pairs, pair_outcomes
+from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
@@ -47,10 +55,10 @@ class SkillCourt:
         self.backend: str | None = winput.get("skill_court_backend")
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}
-        self._store: Any = None
+        self._store: Store | None = None
         self._store_lock = threading.Lock()
         self._images: dict[str, Any] = {}
-        self._models: dict[str, Any] = {}
+        self._models: dict[str, ModelSpec] = {}
         self.targets: dict[str, Target] = {}
         #: (suite, model) -> its first four selected tasks (set at collection)
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -58,7 +66,7 @@ class SkillCourt:
         self.early_skipped = 0
         self.files_written: list[tuple[str, Path]] = []
         self.errors: list[str] = []
-        self._judge_budget: Any = None
+        self._judge_budget: TokenBudget | None = None
         self.quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
 
     # -- shared state --------------------------------------------------------
@@ -81,35 +89,27 @@ class SkillCourt:
         if suite_rel not in self._suites:
             path = Path(suite_rel)
             path = path if path.is_absolute() else self.settings.rootdir / path
-            self._suites[suite_rel] = load_suite(path, self.library().names())
+            self._suites[suite_rel] = load_suite(path, self.library().names(), self.library().broken())
         return self._suites[suite_rel]
 
-    def store(self) -> Any:
-        from .store import Store
-
+    def store(self) -> Store:
         with self._store_lock:
             if self._store is None:
                 self._store = Store(self.settings.store)
             return self._store
 
-    def model(self, label: str) -> Any:
-        from .agent.client import resolve_model
-
+    def model(self, label: str) -> ModelSpec:
         if label not in self._models:
             self._models[label] = resolve_model(label, base_url=self.settings.base_url)
         return self._models[label]
 
-    def judge_budget(self) -> Any:
+    def judge_budget(self) -> TokenBudget:
         """The session's judge token cap, shared by pair judging and cause finding."""
-        from .llm import TokenBudget
-
         if self._judge_budget is None:
             self._judge_budget = TokenBudget(self.settings.judge_tokens)
         return self._judge_budget
 
     def resolve_backend(self) -> str:
-        from .sandbox import resolve_backend
-
         if self.backend is None:
             self.backend = resolve_backend(self.settings.sandbox)
         return self.backend
@@ -117,8 +117,6 @@ class SkillCourt:
     def image_id(self, image: str) -> str:
         """Image id per process, remembered (also a failure, so one missing image
         fails its suite's items quickly with the same message)."""
-        from .sandbox import SandboxError, image_id
-
         if image not in self._images:
             try:
                 self._images[image] = image_id(self.resolve_backend(), image)
@@ -132,9 +130,6 @@ class SkillCourt:
     # -- configuration and collection -----------------------------------------
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from .agent.client import ModelConfigError
-        from .sandbox import SandboxUnavailable
-
         for label in self.settings.models:
             try:
                 self.model(label)
@@ -154,8 +149,6 @@ class SkillCourt:
             reason = get_runner(agent).check(backend)
             if reason:
                 raise pytest.UsageError(f"--skill-court-agent {agent}: {reason}")
-            from .store import StoreError
-
             try:
                 self.store().start_trial(self.trial, rootdir=str(self.settings.rootdir),
                                          argv=list(self.config.invocation_params.args), skills_dir=str(self.settings.skills_dir))
@@ -280,8 +273,6 @@ class SkillCourt:
 
     def run_item(self, item: RunItem) -> None:
         """Execute (or reuse) one run and turn it into the item's outcome."""
-        from .run import execute_run
-
         s = self.settings
         suite, run = item.suite, item.run
         store = self.store()
@@ -390,30 +381,8 @@ class SkillCourt:
         xml_path = getattr(config.option, "xmlpath", None)
         if self.is_worker or not xml_path or not self.outcomes:
             return
-        from .collect import model_ids, run_item_name
-        from .report.junit import add_pair_properties
-
-        ids = model_ids(self.settings.models)
-        props: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for o in self.outcomes:
-            reps = self.suite(o.target.suite_rel).reps or 1
-            classname = o.target.suite_rel.replace("/", ".")
-            for j in o.judgments:
-                got = {"with": "success", "without": "success"} if j["winner"] == "tie" else (
-                    {j["winner"]: "success", ("without" if j["winner"] == "with" else "with"): "failure"}
-                    if j["winner"] else {"with": "none", "without": "none"})
-                for arm in ("with", "without"):
-                    name = run_item_name(j["task"], arm, j["rep"], reps, ids[o.target.model],
-                                         len(self.settings.models))
-                    props[(classname, name)] = [
-                        ("outcome", got[arm]), ("outcome_source", "judge"),
-                        ("judge_winner", j["winner"] or "none"),
-                        ("judge_picks", "/".join(p or "-" for p in j["picks"])),
-                        ("judge_order", "A=" + j["order"][0] + " first"),
-                        ("judge_reasons", j.get("error") or " | ".join(j["reasons"])),
-                        ("judge_model", j["judge_model"]),
-                        ("judge_tokens", str(j["input_tokens"] + j["output_tokens"])),
-                    ]
+        reps = {o.target.suite_rel: self.suite(o.target.suite_rel).reps or 1 for o in self.outcomes}
+        props = pair_properties(self.outcomes, self.settings.models, reps)
         if props:
             add_pair_properties(Path(xml_path), props)
 
@@ -430,8 +399,6 @@ class SkillCourt:
             session.testscollected += len(self.targets)
         result = yield
         if not self.is_worker and not session.config.option.collectonly:
-            from .controller import produce_verdicts
-
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             if not interrupted:
                 produce_verdicts(self, session)
@@ -446,9 +413,34 @@ class SkillCourt:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or not (self.outcomes or self.errors):
             return
-        from .report.terminal import write_summary
+        write_summary(terminalreporter, self.result())
+        for what, path in self.files_written:
+            terminalreporter.write_sep("-", f"generated {what}: {path}")
 
-        write_summary(terminalreporter, self)
+    def result(self) -> TrialResult:
+        """This session's trial as immutable values, for the reports."""
+        s = self.settings
+        store = self.store()
+        runs = {o.target.nodeid: tuple(store.trial_runs(self.trial, suite=o.target.suite_rel,
+                                                        model=o.target.model))
+                for o in self.outcomes}
+        prompts: dict[str, tuple[tuple[str, str], ...]] = {}
+        for o in self.outcomes:
+            try:
+                prompts[o.target.suite_rel] = tuple((t.id, t.prompt) for t in self.suite(o.target.suite_rel).tasks)
+            except Exception:  # the reports still show the runs without their prompts
+                prompts[o.target.suite_rel] = ()
+        changed, lifted = self.quarantine_changes
+        return TrialResult(
+            trial=self.trial, outcomes=tuple(self.outcomes), models=tuple(s.models),
+            backend=self.backend, agent=s.agent.value, judge_model=s.judge_model,
+            store=self.rel(s.store), quarantine_file=str(s.quarantine),
+            started_at=(store.trial_info(self.trial) or {}).get("started_at"),
+            spend=store.spend(self.trial), early_skipped=self.early_skipped,
+            errors=tuple(self.errors),
+            quarantined=tuple((e.skill, e.model) for e in changed),
+            lifted=tuple((e.skill, e.model) for e in lifted),
+            runs=runs, prompts=prompts)
 
 
 #: The running court (only with --skill-court), as junitxml keeps ``xml_key`` beside ``LogXML``.

@@ -1,4 +1,4 @@
-"""The SQLite store: runs, judgments, verdicts, quarantine history (SPEC 11).
+"""The SQLite store: runs, judgments, verdicts, quarantine history, appeals (README "Store, cache and budget").
 
 One file, WAL mode, one connection per process; xdist workers write their
 runs, the controller writes verdicts.  Each run is written in one transaction
@@ -74,7 +74,7 @@ MIGRATIONS: list[str] = [
         key TEXT PRIMARY KEY, trial TEXT NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
     );
     """,
-    # v4: appeals (SPEC 15): a revised SKILL.md, its trial and the decision.  The
+    # v4: appeals: a revised SKILL.md, its trial and the decision.  The
     # original bytes are kept whole so `appeal undo` can write them back exactly.
     """
     CREATE TABLE appeals (
@@ -86,6 +86,10 @@ MIGRATIONS: list[str] = [
         applied_at TEXT, undone_at TEXT, data TEXT NOT NULL
     );
     CREATE INDEX appeals_by_skill ON appeals(skill, model, id);
+    """,
+    # v5: what the cause finder cost, so spend counts runs, judgments and causes alike.
+    """
+    ALTER TABLE causes ADD COLUMN cost_usd REAL;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -256,12 +260,13 @@ class Store:
         return out
 
     def spend(self, trial: str) -> float:
-        """USD spent by fresh runs and judgments of this session."""
-        runs = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM runs WHERE trial = ?",
-                                (trial,)).fetchone()[0]
-        judged = self._db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM judgments WHERE trial = ?",
-                                  (trial,)).fetchone()[0]
-        return float(runs) + float(judged)
+        """USD this session spent: its fresh runs, judgments and causes (the one definition
+        of spend: the budget, the terminal, JSON and HTML all show this)."""
+        total = 0.0
+        for table in ("runs", "judgments", "causes"):
+            total += float(self._db.execute(
+                f"SELECT COALESCE(SUM(cost_usd), 0) FROM {table} WHERE trial = ?", (trial,)).fetchone()[0])
+        return total
 
     def unpriced_models(self, trial: str) -> list[str]:
         """Models whose fresh runs in this session used tokens but carry no price."""
@@ -301,10 +306,12 @@ class Store:
         row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def record_cause(self, key: str, *, trial: str, data: dict[str, Any]) -> None:
+    def record_cause(self, key: str, *, trial: str, data: dict[str, Any],
+                     cost_usd: float | None = None) -> None:
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data) VALUES (?,?,?,?)",
-                       (key, trial, utc_now(), json.dumps(data, ensure_ascii=False)))
+            db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data, cost_usd) "
+                       "VALUES (?,?,?,?,?)",
+                       (key, trial, utc_now(), json.dumps(data, ensure_ascii=False), cost_usd))
 
     # -- verdicts -------------------------------------------------------------
 
@@ -355,7 +362,7 @@ class Store:
                        "VALUES (?,?,?,?,?,?)",
                        (utc_now(), action, skill, model, trial, json.dumps(data, ensure_ascii=False)))
 
-    # -- appeals (SPEC 15) ----------------------------------------------------
+    # -- appeals --------------------------------------------------------------
 
     def skill_verdicts(self, skill: str) -> list[dict[str, Any]]:
         """Every verdict on ``skill`` (any model), newest first."""

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.records import ANSWERED, INCOMPLETE, NO_OUTCOME, RunRecord
-from pytest_skillcourt.report.html import (ANSWER_CHARS, PLOT_X0, PLOT_X1, TOKEN_AXIS_MAX, court_data,
+from pytest_skillcourt.report.html import (ANSWER_CHARS, PLOT_X0, PLOT_X1, TOKEN_AXIS_MAX, trial_data,
                                            diff_plot, pair_entry, render_html, store_data, task_entries,
                                            token_plot)
-from pytest_skillcourt.trial import TrialRun
+from pytest_skillcourt.trial import TrialResult, TrialRun
 from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
 
 EVIL = "<script>alert('x')</script>"
@@ -56,7 +56,7 @@ def rec(task: str, arm: str, rep: int = 1, *, outcome: bool | None = True, answe
 def entry(skill: str, v: dict[str, Any], runs: list[RunRecord], *, cause: dict[str, Any] | None = None,
           judgments: list[dict[str, Any]] | None = None, prompts: dict[str, str] | None = None,
           model: str = "m") -> dict[str, Any]:
-    """A verdict entry shaped like outcome_dict(...) plus its tasks."""
+    """A verdict entry shaped like Outcome.to_dict() plus its tasks."""
     judgments = judgments or []
     return {
         "skill": skill, "model": model, "suite": f"skills_tests/{skill}.yaml",
@@ -481,38 +481,11 @@ def test_html_report_end_to_end(pytester: pytest.Pytester, server: Any) -> None:
     assert again.count('class="pair-start"') == 3 and "misled the model" in again
 
 
-def test_court_data_is_json_ready() -> None:
-    """court_data on a session with no verdict (nothing collected) still renders."""
-
-    class FakeStore:
-        def trial_info(self, trial: str) -> dict[str, Any]:
-            return {"started_at": "2026-01-01T00:00:00Z"}
-
-        def spend(self, trial: str) -> float:
-            return 0.0
-
-    class Court:
-        trial = "T9"
-        outcomes: list[Any] = []
-        early_skipped = 0
-        errors = ["x"]
-        backend = "local"
-        quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
-
-        class settings:
-            models = ("m",)
-            agent = type("A", (), {"value": "builtin"})()
-            judge_model = None
-            store = Path("/tmp/s.db")
-            quarantine = Path("/tmp/q.json")
-
-        def store(self) -> FakeStore:
-            return FakeStore()
-
-        def rel(self, p: Path) -> str:
-            return str(p)
-
-    data = court_data(Court())  # type: ignore[arg-type]
+def test_trial_data_is_json_ready() -> None:
+    """trial_data on a session with no verdict (nothing collected) still renders."""
+    data = trial_data(TrialResult(trial="T9", outcomes=(), models=("m",), backend="local", agent="builtin",
+                                  store="/tmp/s.db", quarantine_file="/tmp/q.json",
+                                  started_at="2026-01-01T00:00:00Z", errors=("x",)))
     assert json.loads(json.dumps(data))["trial"] == "T9"
     assert data["started_at"] == "2026-01-01T00:00:00Z" and data["sandbox"] == "local"
     assert "T9" in render_html(data)

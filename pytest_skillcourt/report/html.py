@@ -1,10 +1,10 @@
-"""``--skill-court-html PATH``: one self-contained HTML page of a trial (SPEC 13).
+"""``--skill-court-html PATH``: one self-contained HTML page of a trial (README "Reports").
 
 Two steps, so the page can be tested without pytest and rendered again later
 from the store:
 
-1. ``court_data(court)`` (or ``store_data(store, trial)``) gathers a
-   JSON-ready dict: the trial's header, each verdict as ``outcome_dict``
+1. ``trial_data(result)`` (or ``store_data(store, trial)``) gathers a
+   JSON-ready dict: the trial's header, each verdict as ``Outcome.to_dict``
    stores it, and per verdict the tasks with their pairs (both runs, the
    judgment of a judged pair).
 2. ``render_html(data)`` turns that dict into the page with the jinja2
@@ -42,11 +42,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..clock import utc_now
 
+from ..atomic import write_atomic
+from ..records import ARM_WITH, ARM_WITHOUT, ARMS, RunRecord
+from ..stats.verdict import TOKEN_MARGIN, VerdictKind
+from ..trial import Pair, TrialResult, TrialRun, group_pairs
+
 if TYPE_CHECKING:
-    from ..session import SkillCourt
-    from ..records import RunRecord
     from ..store import Store
-    from ..trial import TrialRun
 
 HTML_DATA_VERSION = 1
 TEMPLATE = "report.html.j2"
@@ -64,11 +66,10 @@ PLOT_Y = 30.0  # the interval's row
 #: The token axis is symmetric in log scale, [1/R, R] with R in [2, TOKEN_AXIS_MAX].
 TOKEN_AXIS_MIN = 2.0
 TOKEN_AXIS_MAX = 64.0
-TOKEN_MARGIN = 1.25
 #: Labels of ticks closer than this (in user units) to a drawn label are dropped.
 MIN_LABEL_GAP = 26.0
 
-VERDICT_KINDS = ("HELPS", "HURTS", "NEUTRAL", "INCONCLUSIVE")
+VERDICT_KINDS = tuple(k.value for k in VerdictKind)
 
 
 # --------------------------------------------------------------------------- geometry
@@ -179,7 +180,7 @@ def _cut(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
 
-def run_entry(rec: "RunRecord", cached: bool, outcome: str | None = None) -> dict[str, Any]:
+def run_entry(rec: RunRecord, cached: bool, outcome: str | None = None) -> dict[str, Any]:
     """What the page shows of one run; ``outcome`` overrides the run's own (a judged pair)."""
     if outcome is None:
         outcome = ("success" if rec.outcome else "failure") if rec.outcome is not None else (
@@ -194,42 +195,30 @@ def run_entry(rec: "RunRecord", cached: bool, outcome: str | None = None) -> dic
     }
 
 
-def pair_entry(rep: int, runs: Mapping[str, tuple["RunRecord", bool]],
+def pair_entry(rep: int, runs: Mapping[str, tuple[RunRecord, bool]],
                judgment: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One pair as shown: both runs, where the outcome came from, whether it counts.
-
-    Mirrors ``court.pair_outcomes``: a check decides when both runs have an
-    outcome; else the judgment (a tie is success for both, a run that did not
-    complete is a failure whatever the judge said); a pair with an arm
-    lacking an outcome is left out of the evidence."""
-    from ..records import ANSWERED, INCOMPLETE
-
-    w, wo = runs.get("with"), runs.get("without")
-    source: str | None = None
-    outs: dict[str, str | None] = {"with": None, "without": None}
-    if w is not None and wo is not None:
-        wr, wor = w[0], wo[0]
-        if wr.outcome is not None and wor.outcome is not None:
-            source = "check"
-        elif (wr.needs_judge or wor.needs_judge) and judgment is not None:
-            winner = judgment.get("winner")
-            scorable = wr.status in (ANSWERED, INCOMPLETE) and wor.status in (ANSWERED, INCOMPLETE)
-            if winner in ("with", "without", "tie") and scorable:
-                source = "judge"
-                for arm, rec in (("with", wr), ("without", wor)):
-                    won = winner in (arm, "tie")
-                    outs[arm] = "success" if won and rec.status == ANSWERED else "failure"
-            else:
-                outs = {"with": "none", "without": "none"}
+    """One pair as shown: both runs (each with its cached flag), where the outcome
+    came from, whether it counts; the rules are ``trial.Pair``'s, as the verdict's."""
+    w, wo = runs.get(ARM_WITH), runs.get(ARM_WITHOUT)
+    pair = Pair("", rep, w[0] if w else None, wo[0] if wo else None, judgment)
+    source = pair.source
+    outs: dict[str, str | None] = {ARM_WITH: None, ARM_WITHOUT: None}
+    got = pair.arm_outcomes()
+    if source == "judge" and got is not None:
+        outs = {ARM_WITH: "success" if got[0] else "failure",
+                ARM_WITHOUT: "success" if got[1] else "failure"}
+    elif (judgment is not None and w is not None and wo is not None
+          and (w[0].needs_judge or wo[0].needs_judge)):
+        outs = {ARM_WITH: "none", ARM_WITHOUT: "none"}  # judged, but no outcome
     return {
         "rep": rep, "source": source, "counted": source is not None,
-        "with": run_entry(w[0], w[1], outs["with"]) if w is not None else None,
-        "without": run_entry(wo[0], wo[1], outs["without"]) if wo is not None else None,
+        "with": run_entry(w[0], w[1], outs[ARM_WITH]) if w is not None else None,
+        "without": run_entry(wo[0], wo[1], outs[ARM_WITHOUT]) if wo is not None else None,
         "judgment": dict(judgment) if judgment is not None else None,
     }
 
 
-def task_entries(runs: Sequence["TrialRun"], judgments: Sequence[Mapping[str, Any]],
+def task_entries(runs: Sequence[TrialRun], judgments: Sequence[Mapping[str, Any]],
                  prompts: Mapping[str, str] | None = None, order: Sequence[str] = (),
                  used: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Tasks of one verdict with their pairs, in suite order (``order``), then by id.
@@ -238,19 +227,21 @@ def task_entries(runs: Sequence["TrialRun"], judgments: Sequence[Mapping[str, An
     first four); None means every task."""
     prompts = prompts or {}
     used_set = set(used) if used is not None else None
-    by_task: dict[str, dict[int, dict[str, tuple[Any, bool]]]] = {}
-    for tr in runs:
-        rec = tr.record
-        by_task.setdefault(rec.task_id, {}).setdefault(int(rec.rep), {})[rec.arm] = (rec, tr.cached)
+    cached = {tr.record.run_id: tr.cached for tr in runs}
     judged = {(str(j.get("task")), int(j.get("rep", 0))): j for j in judgments}
+    by_task: dict[str, list[Pair]] = {}
+    for pair in group_pairs((tr.record for tr in runs),
+                            lambda w, wo: judged.get((w.task_id, int(w.rep)))):
+        by_task.setdefault(pair.task_id, []).append(pair)
     rank = {t: i for i, t in enumerate(order)}
     out = []
     for task_id in sorted(by_task, key=lambda t: (rank.get(t, len(rank)), t)):
-        reps = by_task[task_id]
-        pairs = [pair_entry(rep, reps[rep], judged.get((task_id, rep))) for rep in sorted(reps)]
+        entries = [pair_entry(p.rep, {arm: (rec, cached[rec.run_id]) for arm in ARMS
+                                      if (rec := p.run(arm)) is not None}, p.judgment)
+                   for p in by_task[task_id]]
         prompt = prompts.get(task_id)
         out.append({"task": task_id, "prompt": _cut(prompt, PROMPT_CHARS) if prompt else None,
-                    "used": used_set is None or task_id in used_set, "pairs": pairs})
+                    "used": used_set is None or task_id in used_set, "pairs": entries})
     return out
 
 
@@ -261,39 +252,26 @@ def _used_tasks(verdict: Mapping[str, Any], first_tasks: Sequence[str]) -> list[
     return None
 
 
-def court_data(court: "SkillCourt") -> dict[str, Any]:
-    """The data dict of this session's verdicts (controller, after the verdicts)."""
-    from ..controller import outcome_dict
-
-    s = court.settings
-    store = court.store()
-    info = store.trial_info(court.trial) or {}
+def trial_data(result: TrialResult) -> dict[str, Any]:
+    """The data dict of a session's verdicts (controller, after the verdicts)."""
     verdicts = []
-    for o in court.outcomes:
-        entry = outcome_dict(o)
-        runs = store.trial_runs(court.trial, suite=o.target.suite_rel, model=o.target.model)
-        try:
-            suite = court.suite(o.target.suite_rel)
-            prompts = {t.id: t.prompt for t in suite.tasks}
-            order = [t.id for t in suite.tasks]
-        except Exception:  # the page still shows the runs without the prompts
-            prompts, order = {}, []
-        entry["tasks"] = task_entries(runs, o.judgments, prompts, order,
-                                      _used_tasks(entry, o.target.first_tasks))
+    for o in result.outcomes:
+        entry = o.to_dict()
+        prompts = dict(result.prompts.get(o.target.suite_rel, ()))
+        entry["tasks"] = task_entries(result.runs.get(o.target.nodeid, ()), o.judgments, prompts,
+                                      list(prompts), _used_tasks(entry, o.target.first_tasks))
         verdicts.append(entry)
-    changed, lifted = court.quarantine_changes
     return {
-        "version": HTML_DATA_VERSION, "trial": court.trial,
-        "started_at": info.get("started_at"), "generated_at": utc_now(),
-        "models": list(s.models), "sandbox": court.backend,
-        "agent": getattr(s.agent, "value", str(s.agent)),
-        "judge_model": s.judge_model, "store": court.rel(s.store),
-        "spend_usd": round(store.spend(court.trial), 6),
-        "early_stop_skipped_runs": court.early_skipped,
-        "errors": list(court.errors),
-        "quarantine": {"file": court.rel(s.quarantine),
-                       "set": [{"skill": e.skill, "model": e.model} for e in changed],
-                       "lifted": [{"skill": e.skill, "model": e.model} for e in lifted]},
+        "version": HTML_DATA_VERSION, "trial": result.trial,
+        "started_at": result.started_at, "generated_at": utc_now(),
+        "models": list(result.models), "sandbox": result.backend,
+        "agent": result.agent, "judge_model": result.judge_model, "store": result.store,
+        "spend_usd": round(result.spend, 6),
+        "early_stop_skipped_runs": result.early_skipped,
+        "errors": list(result.errors),
+        "quarantine": {"file": result.quarantine_file,
+                       "set": [{"skill": k, "model": m} for k, m in result.quarantined],
+                       "lifted": [{"skill": k, "model": m} for k, m in result.lifted]},
         "verdicts": verdicts,
     }
 
@@ -430,9 +408,7 @@ def render_html(data: Mapping[str, Any]) -> str:
     return template.render(data=data, verdicts=verdicts, counts=counts)
 
 
-def write_html(court: "SkillCourt", path: Path) -> None:
-    """Write the page of this session's verdicts to ``path`` (atomically)."""
-    from ..atomic import write_atomic
-
-    write_atomic(Path(path), render_html(court_data(court)))
-    court.files_written.append(("html report", Path(path)))
+def write_html(result: TrialResult, path: Path) -> Path:
+    """Write the page of a session's verdicts to ``path`` (atomically); returns the path."""
+    write_atomic(Path(path), render_html(trial_data(result)))
+    return Path(path)

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from ..trial import TrialResult
 from .terminal import rows
 
-if TYPE_CHECKING:
-    from ..session import SkillCourt
 
-
-def markdown_table(court: "SkillCourt") -> str:
-    table = rows(court)
+def markdown_table(result: TrialResult) -> str:
+    """The step summary's markdown: the verdict table, then each cause."""
+    table = rows(result)
     esc = [[cell.replace("|", "\\|") for cell in row] for row in table]
     lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(esc[0])]
     lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
     causes = [f"- **{o.skill}** on {o.target.model}: {o.cause.cause}"
               + (f" (skill line: `{o.cause.line}`)" if o.cause.line else "")
-              for o in court.outcomes if o.cause is not None]
+              for o in result.outcomes if o.cause is not None]
     return "\n".join(["### skill court", "", *lines, "", *causes]).rstrip() + "\n"
 
 
-def append_step_summary(court: "SkillCourt", path: str) -> None:
+def append_step_summary(result: TrialResult, path: Path) -> Path:
+    """Append the summary to ``path`` (GitHub's step summary file); returns it."""
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(markdown_table(court) + "\n")
+        fh.write(markdown_table(result) + "\n")
+    return Path(path)

@@ -1,11 +1,11 @@
-"""The ``skill court`` section of the terminal summary (SPEC 13)."""
+"""The ``skill court`` section of the terminal summary (README "Reports")."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Sequence
 
-if TYPE_CHECKING:
-    from ..session import SkillCourt
+from ..stats.verdict import VerdictKind
+from ..trial import TrialResult
 
 
 def _pct(x: float) -> str:
@@ -19,11 +19,11 @@ def _ci(ci: Any, pct: bool = False) -> str:
     return f"[{lo:+.2f}, {hi:+.2f}]" if not pct else f"[{lo:.2f}, {hi:.2f}]"
 
 
-def rows(court: "SkillCourt") -> list[list[str]]:
+def rows(result: TrialResult) -> list[list[str]]:
     """One row per skill and model, as shown in the terminal."""
     out = [["skill", "model", "verdict", "with", "without", "diff 95% CI", "tokens w/wo",
             "check/judge", "cached", "spend"]]
-    for o in court.outcomes:
+    for o in result.outcomes:
         v = o.verdict
         out.append([
             o.skill, o.target.model, v.kind.value + (" (cost)" if v.basis == "tokens" else ""),
@@ -35,28 +35,29 @@ def rows(court: "SkillCourt") -> list[list[str]]:
     return out
 
 
-def format_table(table: list[list[str]]) -> list[str]:
+def format_table(table: Sequence[Sequence[str]]) -> list[str]:
+    """Rows padded to their columns' widths, two spaces apart."""
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
 
 
-def write_summary(tr: Any, court: "SkillCourt") -> None:
-    """Write the verdict table, then the cause of each HURTS and hints."""
+def write_summary(tr: Any, result: TrialResult) -> None:
+    """Write the verdict table, then the cause of each HURTS and hints, to the terminal reporter."""
     tr.write_sep("=", "skill court")
-    for line in format_table(rows(court)):
+    for line in format_table(rows(result)):
         tr.write_line(line)
     verbose = tr.config.getoption("verbose", 0) > 0
-    for o in court.outcomes:
+    for o in result.outcomes:
         v = o.verdict
-        head = f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}"
-        if v.kind.value == "HURTS" or verbose or v.hint:
+        hurts = v.kind is VerdictKind.HURTS
+        if hurts or verbose or v.hint:
             tr.write_line("")
-            tr.write_line(head, red=v.kind.value == "HURTS", bold=True)
+            tr.write_line(f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}", red=hurts, bold=True)
             if o.cause is not None:
                 tr.write_line(f"  cause: {o.cause.cause}")
                 if o.cause.line:
                     tr.write_line(f"  skill line: {o.cause.line}")
-            elif v.kind.value == "HURTS" and v.basis == "success":
+            elif hurts and v.basis == "success":
                 tr.write_line("  cause: the judge could not name one")
             if v.hint:
                 tr.write_line(f"  hint: {v.hint}")
@@ -65,15 +66,11 @@ def write_summary(tr: Any, court: "SkillCourt") -> None:
                 picks = "/".join(p or "-" for p in j["picks"])
                 tr.write_line(f"  judge {j['task']} r{j['rep']}: {j['winner'] or 'no outcome'} "
                               f"(picks {picks}) {j.get('error') or ' | '.join(j['reasons'])}"[:400])
-    saved = court.early_skipped
-    if saved:
-        tr.write_line(f"early stop saved {saved} runs")
-    changed, lifted = court.quarantine_changes
-    for e in changed:
-        tr.write_line(f"quarantined {e.skill} for model {e.model} in {court.settings.quarantine}")
-    for e in lifted:
-        tr.write_line(f"lifted the quarantine of {e.skill} for model {e.model}")
-    for error in court.errors:
+    if result.early_skipped:
+        tr.write_line(f"early stop saved {result.early_skipped} runs")
+    for skill, model in result.quarantined:
+        tr.write_line(f"quarantined {skill} for model {model} in {result.quarantine_file}")
+    for skill, model in result.lifted:
+        tr.write_line(f"lifted the quarantine of {skill} for model {model}")
+    for error in result.errors:
         tr.write_line(f"skill court: {error}", yellow=True)
-    for what, path in court.files_written:
-        tr.write_sep("-", f"generated {what}: {path}")

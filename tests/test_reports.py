@@ -1,0 +1,97 @@
+"""Every report writer from plain values: a TrialResult built by hand, no session, no store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_skillcourt.records import ANSWERED, RunRecord
+from pytest_skillcourt.report import json_report, markdown, terminal
+from pytest_skillcourt.report.html import render_html, trial_data
+from pytest_skillcourt.report.junit import pair_properties
+from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
+from pytest_skillcourt.trial import Cause, Outcome, Target, TrialResult, TrialRun
+
+
+def run(task: str, arm: str, ok: bool, *, cost: float = 0.01, trial: str = "T1") -> RunRecord:
+    return RunRecord(run_id=f"{task}-{arm}", cache_key=f"k-{task}-{arm}", trial=trial, skill="house-format",
+                     suite="skills_tests/house-format.yaml", task_id=task, arm=arm, rep=1, model="custom/m",
+                     status=ANSWERED, outcome=ok, outcome_source="check", answer=f"answer {task} {arm}",
+                     transcript=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                     check_exit=0 if ok else 1, check_output="" if ok else "no match",
+                     input_tokens=100, output_tokens=20, cost_usd=cost, priced=True)
+
+
+def hurts_result() -> TrialResult:
+    tasks = ["t1", "t2", "t3", "t4"]
+    pairs = [PairOutcome(t, 1, False, True, 120, 120) for t in tasks]
+    verdict = decide(pairs)
+    assert verdict.kind is VerdictKind.HURTS
+    target = Target("skills_tests/house-format.yaml::verdict[m]", "skills_tests/house-format.yaml",
+                    "custom/m", tuple(tasks))
+    judgment = {"task": "t1", "rep": 1, "winner": "without", "picks": ["B", "A"], "reasons": ["r1", "r2"],
+                "order": ["with", "without"], "judge_model": "custom/m", "input_tokens": 7, "output_tokens": 3,
+                "error": None, "prompt_version": "1"}
+    outcome = Outcome(target=target, skill="house-format", verdict=verdict, skill_hash="sha256:s",
+                      suite_hash="sha256:q", cached_runs=2, fresh_runs=6, spend=0.0812,
+                      cause=Cause("it insists on <b>bold</b> totals", "Always write TOTAL-<n>"),
+                      judgments=(judgment,), failed=True)
+    runs = tuple(TrialRun(run(t, arm, arm == "without"), cached=t == "t4")
+                 for t in tasks for arm in ("with", "without"))
+    return TrialResult(trial="T1", outcomes=(outcome,), models=("custom/m",), backend="local", agent="builtin",
+                       store=".skill-court/court.db", quarantine_file=".skill-court/quarantine.json",
+                       started_at="2026-12-01T09:00:00Z", spend=0.0812, early_skipped=3, errors=("a note",),
+                       quarantined=(("house-format", "m"),), runs={target.nodeid: runs},
+                       prompts={target.suite_rel: tuple((t, f"Question {t}") for t in tasks)})
+
+
+def test_json_holds_the_verdicts_and_every_run(tmp_path: Path) -> None:
+    path = json_report.write_json(hurts_result(), tmp_path / "out" / "r.json")
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 2 and doc["trial"] == "T1" and doc["spend_usd"] == 0.0812
+    assert doc["quarantine"]["set"] == [{"skill": "house-format", "model": "m"}]
+    [v] = doc["verdicts"]
+    assert v["verdict"]["kind"] == "HURTS" and v["cause"]["line"] == "Always write TOTAL-<n>"
+    assert len(v["runs"]) == 8
+    first = v["runs"][0]
+    assert first["arm"] == "with" and first["outcome"] is False and first["check"] == {"exit": 1, "output": "no match"}
+    assert first["transcript"][1] == {"role": "assistant", "content": "a"}
+    assert sum(r["cached"] for r in v["runs"]) == 2
+
+
+class FakeTerminal:
+    def __init__(self, verbose: int = 0) -> None:
+        self.lines: list[str] = []
+        self.config = type("C", (), {"getoption": staticmethod(lambda name, default=None: verbose)})()
+
+    def write_sep(self, sep: str, title: str, **kw: Any) -> None:
+        self.lines.append(f"{sep * 3} {title} {sep * 3}")
+
+    def write_line(self, line: str, **kw: Any) -> None:
+        self.lines.append(line)
+
+
+def test_terminal_summary_from_values() -> None:
+    tr = FakeTerminal()
+    terminal.write_summary(tr, hurts_result())
+    text = "\n".join(tr.lines)
+    assert "house-format" in tr.lines[2] and "HURTS" in tr.lines[2] and "$0.0812" in tr.lines[2]
+    assert "cause: it insists on <b>bold</b> totals" in text and "skill line: Always write TOTAL-<n>" in text
+    assert "early stop saved 3 runs" in text
+    assert "quarantined house-format for model m in .skill-court/quarantine.json" in text
+    assert "skill court: a note" in text
+
+
+def test_step_summary_and_html_and_junit_from_values(tmp_path: Path) -> None:
+    result = hurts_result()
+    summary = markdown.append_step_summary(result, tmp_path / "summary.md")
+    md = summary.read_text()
+    assert md.startswith("### skill court") and "| house-format | custom/m | HURTS |" in md
+    page = render_html(trial_data(result))
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
+    assert "Question t1" in page
+    props = pair_properties(result.outcomes, result.models, {result.outcomes[0].target.suite_rel: 1})
+    with_props = dict(props[("skills_tests.house-format.yaml", "t1[with]")])
+    assert with_props["outcome"] == "failure" and with_props["judge_winner"] == "without"
+    assert dict(props[("skills_tests.house-format.yaml", "t1[without]")])["outcome"] == "success"
