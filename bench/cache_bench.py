@@ -1,4 +1,4 @@
-"""Run cache benchmark (SPEC 11): a re-run of an unchanged library costs next to nothing.
+"""Run cache benchmark (README "Store, cache and budget"): a re-run of an unchanged library costs next to nothing.
 
     python bench/cache_bench.py [--skills 50] [--tasks 3] [--workers 1]
 

@@ -219,7 +219,7 @@ def simulate(trials: int, power_trials: int, workers: int, seed: int, with_exact
         for r in REPS:
             nulls = {p: results[Cell(n, r, p, p, 0.5, 1.0, "null")] for p in P_LEVELS}
             tok_cells = {s: results[Cell(n, r, 0.5, 0.5, s, 1.0, "null-tokens")] for s in SIGMAS if s != 0.5}
-            # The SPEC's null (nothing changes) at the bench's token noise, sigma 0.5: every p.
+            # The null of the validity target (nothing changes) at the bench's token noise, sigma 0.5: every p.
             where, any_cell = max(((f"p {p:g}", c) for p, c in nulls.items()), key=lambda lc: lc[1].helps + lc[1].hurts)
             worst = max(worst, rate(any_cell.helps + any_cell.hurts, any_cell))
             loud = tok_cells[max(SIGMAS)]

@@ -22,7 +22,7 @@ ARMS = (ARM_WITH, ARM_WITHOUT)
 
 @dataclass
 class RunRecord:
-    """Everything recorded about one run (SPEC 7)."""
+    """Everything recorded about one run (docs/architecture.md, "A run")."""
 
     run_id: str
     cache_key: str
@@ -64,7 +64,7 @@ class RunRecord:
 
     @property
     def cacheable(self) -> bool:
-        """Runs without outcome are never cached (SPEC 11); a check-less run
+        """Runs without outcome are never cached (README "Store, cache and budget"); a check-less run
         that awaits the judge is reusable because its judgment is keyed apart."""
         return self.status in (ANSWERED, INCOMPLETE) and (self.outcome is not None or self.needs_judge)
 

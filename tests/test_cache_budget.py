@@ -1,4 +1,4 @@
-"""The run cache and the budget, end to end against the local test server (SPEC 11).
+"""The run cache and the budget, end to end against the local test server (README "Store, cache and budget").
 
 Model calls are counted by the test server.  Sandboxes are counted from
 outside the plugin: :class:`BwrapCounter` puts a ``bwrap`` wrapper first on

@@ -1,4 +1,4 @@
-"""CI shards (SPEC 16): ``--skill-court-shard I/N`` then ``skill-court merge`` gives the
+"""CI shards (README "CI"): ``--skill-court-shard I/N`` then ``skill-court merge`` gives the
 verdicts of one unsharded session on the same recorded runs."""
 
 from __future__ import annotations

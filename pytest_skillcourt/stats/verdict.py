@@ -1,6 +1,6 @@
 """The verdict engine: pure statistics from paired outcomes to one verdict.
 
-Evidence is counted per task (SPEC 10): the reps of a task are averaged first,
+Evidence is counted per task (README "How verdicts are made"): the reps of a task are averaged first,
 so a task contributes one success difference ``d = success_with -
 success_without`` and one token log-ratio.  Fewer than 3 tasks give
 INCONCLUSIVE.  Otherwise:
