@@ -1,4 +1,4 @@
-"""Why it hurt (SPEC 10.1): the transcript excerpt, the prompt, and what survives of the reply."""
+"""Why it hurt (README "How verdicts are made"): the transcript excerpt, the prompt, and what survives of the reply."""
 
 from __future__ import annotations
 

@@ -207,7 +207,7 @@ def test_sandboxes_start_fresh(backend: str) -> None:
         assert second.exec("ls -A /workspace /root").stdout.split() == ["/root:", "/workspace:"]
 
 
-# -- file capture (SPEC 9.1) --------------------------------------------------
+# -- file capture (README "Judging tasks without a check") --------------------------------------------------
 
 
 def test_capture_finds_new_and_changed_files_not_old_ones(sb: Sandbox) -> None:
