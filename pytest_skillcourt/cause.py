@@ -221,7 +221,7 @@ def cause_messages(*, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
 
 def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
                skill_name: str, other_answer: str, skill_md: str,
-               budget: TokenBudget | None = None) -> Cause | None:
+               budget: TokenBudget | None = None, deadline: float | None = None) -> Cause | None:
     """Ask the judge model why the skill made this task fail.
 
     ``transcript`` is the failing ``with`` run in OpenAI message format.  The
@@ -233,7 +233,8 @@ def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Map
     """
     messages = cause_messages(task_prompt=task_prompt, transcript=transcript,
                               skill_name=skill_name, other_answer=other_answer, skill_md=skill_md)
-    asked = ask_structured(client, messages, _parse_cause, budget, who="cause finder")
+    asked = ask_structured(client, messages, _parse_cause, budget, who="cause finder",
+                           deadline=deadline)
     if asked.error is not None:
         return None
     cause, line = asked.value

@@ -59,6 +59,7 @@ class Court(Protocol):
     errors: list[str]
     files_written: list[tuple[str, Path]]
     quarantine_changes: tuple[list[Any], list[Any]]
+    judging_started: float | None
 
     def store(self) -> Store: ...
 
@@ -81,6 +82,15 @@ class Judged:
     judgments: dict[tuple[str, str, int], Judgment] = field(default_factory=dict)
     #: (target nodeid, task id, rep) -> USD of a judgment made in this session
     cost: dict[tuple[str, str, int], float] = field(default_factory=dict)
+
+
+def judging_deadline(court: Court) -> float:
+    """The one deadline of every judge and cause call of the session (``time.monotonic()``):
+    one run's timeout after the judging began, so a hanging endpoint stalls the
+    session once, never once per pair and attempt."""
+    if court.judging_started is None:
+        court.judging_started = time.monotonic()
+    return court.judging_started + court.settings.timeout
 
 
 def _view(rec: RunRecord) -> RunView:
@@ -115,9 +125,11 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
                 (key, prompts.get(pair.task_id, ""), _view(w), _view(wo)))
     budget = court.judge_budget()
     seed = int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16)
+    deadline = judging_deadline(court)
     for label, jobs in jobs_by_model.items():
         spec = court.model(label)
-        results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget, seed=seed)
+        results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget, seed=seed,
+                              deadline=deadline)
         for job_key, judgment in results.items():
             nodeid, w, wo = meta[str(job_key)]
             cost, _ = price(s, spec, judgment.input_tokens, judgment.output_tokens, None)
@@ -268,7 +280,7 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
         return Cause.from_dict(stored), 0.0
     cause = find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
                        skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
-                       budget=court.judge_budget())
+                       budget=court.judge_budget(), deadline=judging_deadline(court))
     if cause is None:
         return None, 0.0
     cost, _ = price(court.settings, judge, cause.input_tokens, cause.output_tokens, None)

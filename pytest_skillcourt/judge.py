@@ -246,7 +246,7 @@ def _other(arm: str) -> str:
 
 def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_run: RunView, *,
                budget: TokenBudget | None = None,
-               rng: random.Random | None = None) -> Judgment:
+               rng: random.Random | None = None, deadline: float | None = None) -> Judgment:
     """Judge one pair in both orders.
 
     Which arm is A in the first call is drawn from ``rng`` (a fresh
@@ -266,7 +266,7 @@ def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_
     tokens_in = tokens_out = 0
     for i, a_arm in enumerate(order):
         messages = judge_messages(task_prompt, views[a_arm], views[_other(a_arm)])
-        asked = ask_structured(client, messages, parse_verdict, budget)
+        asked = ask_structured(client, messages, parse_verdict, budget, deadline=deadline)
         tokens_in += asked.input_tokens
         tokens_out += asked.output_tokens
         if asked.error is not None:
@@ -295,7 +295,7 @@ def job_rng(seed: int, key: Hashable) -> random.Random:
 
 def judge_pairs(client: ChatClient, jobs: Sequence[tuple[Hashable, str, RunView, RunView]], *,
                 max_workers: int = 4, budget: TokenBudget | None = None,
-                seed: int = 0) -> dict[Hashable, Judgment]:
+                seed: int = 0, deadline: float | None = None) -> dict[Hashable, Judgment]:
     """Judge many pairs concurrently on a bounded thread pool.
 
     ``jobs`` are ``(key, task_prompt, with_run, without_run)``; keys must be
@@ -303,7 +303,8 @@ def judge_pairs(client: ChatClient, jobs: Sequence[tuple[Hashable, str, RunView,
     scheduling.  Once ``budget`` is exhausted, pairs still waiting get a
     judgment without outcome whose ``error`` says so; requests already in
     flight complete, so the budget may end above its cap by at most
-    ``max_workers`` requests.
+    ``max_workers`` requests.  ``deadline`` (``time.monotonic()``) is shared by
+    every call: a hanging endpoint stalls the judging once, not once per pair.
 
     Raises:
         ValueError: duplicate keys or ``max_workers`` < 1.
@@ -320,7 +321,7 @@ def judge_pairs(client: ChatClient, jobs: Sequence[tuple[Hashable, str, RunView,
     def run(job: tuple[Hashable, str, RunView, RunView]) -> Judgment:
         key, task, with_run, without_run = job
         return judge_pair(client, task, with_run, without_run, budget=budget,
-                          rng=job_rng(seed, key))
+                          rng=job_rng(seed, key), deadline=deadline)
 
     with ThreadPoolExecutor(max_workers=min(max_workers, len(jobs)),
                             thread_name_prefix="skill-court-judge") as pool:

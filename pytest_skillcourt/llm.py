@@ -36,6 +36,7 @@ import json
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -185,14 +186,17 @@ RETRY_NOTE = ("Your reply could not be read: {error}. Reply again with exactly o
 
 
 def ask_structured(client: ChatClient, messages: list[dict[str, str]], parse: Callable[[str], Any],
-                   budget: TokenBudget | None, who: str = "judge") -> Asked:
+                   budget: TokenBudget | None, who: str = "judge", *,
+                   deadline: float | None = None) -> Asked:
     """Send ``messages``; parse the reply with ``parse``; on an unreadable reply ask once more.
 
     ``parse`` raises :class:`UnreadableReply` for a reply it cannot read.  The
     second request carries the first reply and a note saying what was wrong.
     Tokens of every request are counted and charged to ``budget``.  Never
     raises for provider errors, budgets or unreadable replies: the returned
-    record carries the error instead, worded with ``who``.
+    record carries the error instead, worded with ``who``.  ``deadline`` (a
+    ``time.monotonic()`` value) bounds every request and retry: past it no
+    request is sent.
     """
     asked = Asked()
     convo = list(messages)
@@ -201,8 +205,12 @@ def ask_structured(client: ChatClient, messages: list[dict[str, str]], parse: Ca
             asked.error = budget.reason()
             asked.budget_reached = True
             return asked
+        if deadline is not None and time.monotonic() >= deadline:
+            asked.error = f"{who} deadline reached: no time left for another request"
+            asked.budget_reached = True  # reads the same for every call it stops
+            return asked
         try:
-            result = client.chat(convo)
+            result = client.chat(convo, deadline=deadline)
         except ProviderError as err:
             asked.error = f"{who} provider error ({err.kind}): {err}"
             return asked

@@ -8,6 +8,7 @@ fix in the message.
 from __future__ import annotations
 
 import enum
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -191,10 +192,14 @@ def _number(raw: Any, name: str, default: float, *, kind: type = float, minimum:
         return kind(default)
     try:
         value = kind(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise pytest.UsageError(
             f"--skill-court-{name}: expected a {'whole ' if kind is int else ''}number, got {raw!r}"
         ) from None
+    if not math.isfinite(value):  # nan and inf would switch the limit off
+        raise pytest.UsageError(
+            f"--skill-court-{name}: expected a finite number, got {raw!r}; "
+            f"give a real limit (default {default:g})")
     if value < minimum or (strictly and value == minimum):
         raise pytest.UsageError(
             f"--skill-court-{name}: expected a number {'above' if strictly else 'of at least'} "
@@ -237,12 +242,63 @@ def parse_shard(raw: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+#: Options whose value is a path: given apart (``--skill-court-skills DIR``), pytest
+#: reads the value as a test path before it knows the option (see _check_rootdir).
+PATH_OPTIONS = ("--skill-court-skills", "--skill-court-store", "--skill-court-quarantine",
+                "--skill-court-json", "--skill-court-html", "--skill-court-hermes-profile")
+
+
+def _check_rootdir(config: pytest.Config) -> None:
+    """Refuse a rootdir that pytest chose from one of our options' values.
+
+    pytest picks its rootdir (and so the project's configuration) from the
+    command line's paths before plugins' options are known, so the value of
+    ``--skill-court-skills /elsewhere`` counts as a path there and can move the
+    rootdir out of the project.  The ``=`` form is not mistaken.
+    """
+    args = list(config.invocation_params.args)
+    here = Path(config.invocation_params.dir).resolve()
+    ini = Path(config.inipath).resolve().parent if config.inipath else None
+    for i, arg in enumerate(args[:-1]):
+        if arg not in PATH_OPTIONS:
+            continue
+        value = Path(os.path.expanduser(args[i + 1]))
+        value = (value if value.is_absolute() else here / value).resolve()
+        inside = value == here or here in value.parents
+        # A value inside the invocation folder leaves pytest's choice as it was; one
+        # outside moves the common ancestor pytest searches from, unless the ini file
+        # it found lies above both.
+        if not inside and (ini is None or not (value == ini or ini in value.parents)):
+            raise pytest.UsageError(
+                f"{arg} {args[i + 1]}: pytest read the value given apart as a test path and chose "
+                f"its rootdir from it ({config.rootpath}), away from this project's configuration. "
+                f"Write it with '=': {arg}={args[i + 1]}")
+
+
+def check_output_path(path: Path, what: str) -> None:
+    """Refuse, before the first run, an output path that could never be written.
+
+    Raises:
+        pytest.UsageError: ``path`` is a directory, or a folder on its way is a file.
+    """
+    if path.is_dir():
+        raise pytest.UsageError(f"{what} {path}: is a directory; give a file path in it, "
+                                f"e.g. {path / ('skill-court' + (path.suffix or '.out'))}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise pytest.UsageError(f"{what} {path}: {parent} is a file, not a folder; "
+                                        "give a path whose folders are folders")
+            return
+
+
 def load_settings(config: pytest.Config) -> Settings:
     """Validate and gather every option.
 
     Raises:
         pytest.UsageError: a value is invalid; the message says how to fix it.
     """
+    _check_rootdir(config)
     root = Path(config.rootpath)
 
     def path_of(raw: Any, default: str) -> Path:
@@ -265,7 +321,7 @@ def load_settings(config: pytest.Config) -> Settings:
     hermes_profile = _value(config, "hermes_profile")
     json_path = config.getoption("skill_court_json")
     html_path = config.getoption("skill_court_html")
-    return Settings(
+    settings = Settings(
         rootdir=root,
         skills_dir=path_of(_value(config, "skills"), "skills"),
         suite_dirs=tuple(config.getini("skill_court_suite_dirs")),
@@ -298,3 +354,8 @@ def load_settings(config: pytest.Config) -> Settings:
         pids=_number(_value(config, "pids"), "pids", 256, kind=int, minimum=16, strictly=False),
         cpus=_number(_value(config, "cpus"), "cpus", 1.0),
     )
+    for what, out in (("--skill-court-store", settings.store), ("--skill-court-quarantine", settings.quarantine),
+                      ("--skill-court-json", settings.json_path), ("--skill-court-html", settings.html_path)):
+        if out is not None:
+            check_output_path(out, what)
+    return settings

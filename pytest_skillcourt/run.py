@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .agent.client import ModelSpec
+from .agent.client import ModelSpec, reported_cost
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
 from .clock import utc_now
@@ -31,7 +31,10 @@ SETUP_TIMEOUT = 300.0
 
 def price(settings: Settings, model: ModelSpec, input_tokens: int, output_tokens: int,
           reported: float | None) -> tuple[float | None, bool]:
-    """(cost in USD, priced?) from the provider's own figure, else the ini prices."""
+    """(cost in USD, priced?) from the provider's own figure, else the ini prices.
+
+    Only a finite figure >= 0 counts as reported (``client.reported_cost``)."""
+    reported = reported_cost(reported)
     if reported is not None:
         return reported, True
     if model.provider in LOCAL_PROVIDERS:  # a model on your own machine costs no money

@@ -40,6 +40,9 @@ from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
+#: The exit status of a session in which the model never answered any run: not a
+#: verdict on any skill, so neither a pass (0) nor a failed test (1).
+EXIT_NO_ANSWER = 6
 
 
 class SkillCourt:
@@ -68,6 +71,10 @@ class SkillCourt:
         self.errors: list[str] = []
         self._judge_budget: TokenBudget | None = None
         self.quarantine_changes: tuple[list[Any], list[Any]] = ([], [])
+        #: when the controller began judging (``time.monotonic()``): one deadline for every judge call
+        self.judging_started: float | None = None
+        #: set when every run of the session got no reply from the model
+        self.never_answered = False
 
     # -- shared state --------------------------------------------------------
 
@@ -366,6 +373,8 @@ class SkillCourt:
             out = getattr(self.config, "workeroutput", None)
             if out is not None:
                 out["skill_court_targets"] = [t.to_dict() for t in self.targets.values()]
+        elif self.never_answered and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = EXIT_NO_ANSWER
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -402,8 +411,20 @@ class SkillCourt:
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             if not interrupted:
                 produce_verdicts(self, session)
+            self._check_answered()
             self.store().finish_trial(self.trial)
         return result
+
+    def _check_answered(self) -> None:
+        """A session whose runs all got no reply from the model decided nothing: say so
+        loudly (and exit with ``EXIT_NO_ANSWER``) instead of a green INCONCLUSIVE."""
+        runs = [tr.record for tr in self.store().trial_runs(self.trial)]
+        if runs and all(r.status == NO_ANSWER for r in runs):
+            self.never_answered = True
+            self.errors.append(
+                f"the model never answered: none of the {len(runs)} runs got a reply "
+                f"(first error: {runs[0].error or 'none given'}). Check --skill-court-model, "
+                f"--skill-court-base-url and the API key; exit status {EXIT_NO_ANSWER}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.is_worker and report.when == "call" and report.skipped and (

@@ -19,6 +19,7 @@ import datetime
 import difflib
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -217,7 +218,7 @@ def load_suite(path: Path, skill_names: list[str] | None = None,
                    "image", field="image")
     timeout = data.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or timeout <= 0):
+                                or not math.isfinite(timeout) or timeout <= 0):
         raise fail(f"expected a positive number of seconds, got {_describe(timeout)}",
                    "timeout", field="timeout")
     reps = data.get("reps")

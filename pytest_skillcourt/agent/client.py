@@ -10,6 +10,7 @@ overrides the URL for anything else (vLLM, llama.cpp, LM Studio, a proxy).
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -260,16 +261,40 @@ def _to_result(resp: Any) -> ChatResult:
     if calls:
         message["tool_calls"] = calls
     usage = getattr(resp, "usage", None)
-    in_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
-    out_tok = int(getattr(usage, "completion_tokens", 0) or 0)
     cost = getattr(usage, "cost", None)  # OpenRouter usage accounting
     if cost is None and usage is not None:
         extra = getattr(usage, "model_extra", None) or {}
         cost = extra.get("cost")
     return ChatResult(
         message=message,
-        input_tokens=in_tok,
-        output_tokens=out_tok,
-        cost_usd=float(cost) if cost is not None else None,
+        input_tokens=token_count(getattr(usage, "prompt_tokens", 0)),
+        output_tokens=token_count(getattr(usage, "completion_tokens", 0)),
+        cost_usd=reported_cost(cost),
         finish_reason=choices[0].finish_reason,
     )
+
+
+def token_count(raw: Any) -> int:
+    """A provider's token count, trusted only as a whole number >= 0 (else 0).
+
+    A provider (or a proxy) can send anything: ``"abc"``, ``-500``, ``1e309``,
+    ``true``; none of it may crash a run or bend the spend."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        return 0
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return 0
+    return int(value) if math.isfinite(value) and value >= 0 and value == int(value) else 0
+
+
+def reported_cost(raw: Any) -> float | None:
+    """A provider's reported cost in USD, or None (not reported) unless it is a finite
+    number >= 0: a negative cost would keep spend under any budget."""
+    if raw is None or isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None

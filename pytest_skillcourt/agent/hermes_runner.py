@@ -75,6 +75,7 @@ from .. import __version__
 from ..sandbox.base import Sandbox, SandboxError, SandboxUnavailable
 from ..skills import Library
 from ..transcript import skill_loaded
+from .client import reported_cost, token_count
 from .context import RunContext
 from .runner import AgentResult
 
@@ -482,8 +483,8 @@ def classify(*, exit_code: int | None, timed_out: bool, answer: str,
     if usage is None:
         return "no_answer", (f"hermes exited {exit_code} without a usage report"
                              + (f": {tail}" if tail else ""))
-    answered_once = bool((usage.get("api_calls") or 0) > 0
-                         and ((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)) > 0)
+    answered_once = bool(token_count(usage.get("api_calls")) > 0
+                         and token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens")) > 0)
     if usage.get("failed"):
         why = usage.get("failure") or answer.strip()[:300] or tail or f"exit {exit_code}"
         if answered_once:
@@ -559,15 +560,15 @@ def result_from_run(*, exit_code: int | None, timed_out: bool, elapsed: float, s
     transcript = read_transcript(state_db, usage.get("session_id"))
     cost: float | None = None
     if usage.get("cost_status") in PRICED_STATUSES and usage.get("estimated_cost_usd") is not None:
-        cost = float(usage["estimated_cost_usd"])  # else run.py applies the ini prices
+        cost = reported_cost(usage["estimated_cost_usd"])  # else run.py applies the ini prices
     return AgentResult(
         status=status,
         answer=answer if status in ("answered", "incomplete") else "",
         transcript=transcript,
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
         cost_usd=cost,
-        api_calls=int(usage.get("api_calls") or 0),
+        api_calls=token_count(usage.get("api_calls")),
         iterations=sum(1 for m in transcript if m.get("role") == "assistant" and m.get("tool_calls")),
         skill_loaded=skill_loaded(transcript, skill, library),
         error=error,
