@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
+from pytest_skillcourt import __version__
 from pytest_skillcourt.quarantine import (
     ALL_MODELS,
     ENV_VAR,
@@ -622,6 +623,8 @@ def configure_parser(
     parser.set_defaults(
         quarantine_default=default_quarantine, court_prog=prog, court_handler=None, court_parser=parser
     )
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}",
+                        help="print the version of pytest-skillcourt and exit")
     # Accept --quarantine after the subcommand too, without clobbering one given before it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quarantine", metavar="PATH", default=argparse.SUPPRESS, help=help_text)
