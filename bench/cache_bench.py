@@ -3,12 +3,12 @@
     python bench/cache_bench.py [--skills 50] [--tasks 3] [--workers 1]
 
 Builds a library of N skills, each with a suite of T checked tasks, in a
-temporary folder, starts the local test server (tests/llm_server.py) and runs
+temporary folder, starts the local test server (tests/support/llm_server.py) and runs
 ``pytest --skill-court`` twice with the same command (``-n W`` when W > 1,
 local bubblewrap sandboxes): a first run that fills the store and a re-run on
 the unchanged library.  For each it reports wall time, model calls (counted
 by the server) and sandboxes started (counted from outside by a ``bwrap``
-wrapper first on PATH, see ``tests/test_cache_budget.BwrapCounter``), and
+wrapper first on PATH, see ``tests/e2e/test_cache_budget.BwrapCounter``), and
 whether the verdicts are the same.  Goal: the re-run makes zero model calls,
 starts zero sandboxes and takes at most 10% of the first run's time.
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.court_helpers import sees_skill, task, write_skill, write_suite  # noqa: E402
-from tests.llm_server import LLMServer, RecordedRequest, Reply  # noqa: E402
-from tests.test_cache_budget import BwrapCounter, local_ini  # noqa: E402
+from tests.support.builders import sees_skill, task, write_skill, write_suite  # noqa: E402
+from tests.support.llm_server import LLMServer, RecordedRequest, Reply  # noqa: E402
+from tests.e2e.test_cache_budget import BwrapCounter, local_ini  # noqa: E402
 
 
 def model(request: RecordedRequest) -> Reply:

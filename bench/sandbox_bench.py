@@ -11,7 +11,7 @@ same engine and image: ``docker run --rm IMAGE true`` plus 3 bare
 Then T lifecycles with P in parallel (threads; the work is I/O-bound on the
 engine): wall time and time per run.  The local (bubblewrap) backend's
 lifecycle is timed too.  Without --image the busybox test image is built
-(tests/sandbox_image.py).
+(tests/support/sandbox_image.py).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     image = args.image
     if image is None:
-        from tests.sandbox_image import ensure_test_image
+        from tests.support.sandbox_image import ensure_test_image
 
         image = ensure_test_image()
     print(f"engine: {os.environ.get('DOCKER_HOST', 'default socket')}   image: {image}")

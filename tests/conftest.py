@@ -20,8 +20,8 @@ import yaml  # noqa: F401
 import pytest
 import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
-from tests.llm_server import LLMServer, Reply
-from tests.sandbox_image import require_bwrap
+from tests.support.llm_server import LLMServer, Reply
+from tests.support.sandbox_image import require_bwrap
 
 
 def _warm_up_http_client() -> None:

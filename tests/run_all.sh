@@ -36,7 +36,7 @@ echo "== installing pytest-skillcourt with its test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,hermes]'
 
 # The real agent CLIs (Claude Code, Codex), pinned, from npm into tests/.npm
-# (git-ignored; SKILL_COURT_NPM_DIR moves it; tests/agent_clis.py finds them).
+# (git-ignored; SKILL_COURT_NPM_DIR moves it; tests/support/agent_clis.py finds them).
 # Install scripts must run: Claude Code's postinstall puts its native binary in
 # place, and npm 11 runs it only for packages named in "allowScripts".
 NPM_DIR="${SKILL_COURT_NPM_DIR:-tests/.npm}"

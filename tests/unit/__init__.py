@@ -1,0 +1,2 @@
+"""Unit tests: pure functions on plain values and files; no pytester, no server, no
+sandbox, no subprocess."""

@@ -1,0 +1,282 @@
+"""A run's identity: everything that can change a run is in its cache key, and where it belongs.
+
+Unit tests build two run contexts from plain values that differ in one part
+only and require different keys (one test per part), plus the parts that
+must *not* replay a run (the session, a skill's body, the API key).  The
+end-to-end tests run two sessions against the local test server where only
+one part differs and require the second to replay; and a suite with two
+tasks of equal content to keep both tasks (README: "Store, cache and budget").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from pytest_skillcourt.agent import prompt as system_prompt
+from pytest_skillcourt.agent.client import ModelSpec
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.cache import run_key
+from pytest_skillcourt.options import AgentChoice, FailOn, Settings
+from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.suite import Suite, Task
+from tests.support.builders import ini, junit_properties, task, write_skill, write_suite
+from tests.support.llm_server import LLMServer, RecordedRequest, Reply
+
+SKILL = "house-format"
+SUITE_REL = f"skills_tests/{SKILL}.yaml"
+
+
+# -- unit: run_key on contexts built from plain values -------------------------------------------
+
+
+def make_settings(tmp: Path) -> Settings:
+    return Settings(
+        rootdir=tmp, skills_dir=tmp / "skills", suite_dirs=("skills_tests",),
+        models=("custom/test-model",), base_url="http://127.0.0.1:9/v1", agent=AgentChoice.BUILTIN,
+        hermes_profile=None, sandbox="local", image="img", timeout=60.0, tasks=6,
+        fail_on=FailOn.HURTS, judge_model=None, judge_tokens=1000, keep_sandboxes=False,
+        store=tmp / "court.db", fresh=False, budget=1.0, allow_unpriced=True, prices={},
+        disabled=(), apply=False, quarantine=tmp / "q.json", json_path=None, early_stop=True,
+        shard=None, memory_mb=2048, pids=256, cpus=1.0, max_iterations=30)
+
+
+def make_ctx(tmp: Path) -> RunContext:
+    """A with-arm run of one task, fixtures and files included, in a library of two skills."""
+    write_skill(tmp / "skills", SKILL, "How we format totals", body="Totals are TOTAL.")
+    write_skill(tmp / "skills", "other-tip", "A harmless tip")
+    fixtures = tmp / "fixtures" / "one"
+    fixtures.mkdir(parents=True, exist_ok=True)
+    (fixtures / "data.csv").write_bytes(b"a,b\n1,2\n")
+    the_task = Task(id="t1", prompt="Question 1: give the total.", files=(("notes.txt", "keep"),),
+                    fixtures=fixtures, check='grep -qx TOTAL "$SKILL_COURT_ANSWER"')
+    suite = Suite(path=tmp / SUITE_REL, skill=SKILL, tasks=(the_task,), setup="true")
+    model = ModelSpec(label="custom/test-model", provider="custom", name="test-model",
+                      base_url="http://127.0.0.1:9/v1", api_key="key-1")
+    return RunContext(settings=make_settings(tmp), library=load_library(tmp / "skills"),
+                      suite=suite, suite_rel=SUITE_REL, task=the_task, arm="with", rep=1,
+                      model=model, trial="trial-1", backend="local", image="img",
+                      image_id="sha256:aaa")
+
+
+def with_settings(ctx: RunContext, **changes: object) -> RunContext:
+    return dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, **changes))
+
+
+def with_task(ctx: RunContext, **changes: object) -> RunContext:
+    new = dataclasses.replace(ctx.task, **changes)
+    return dataclasses.replace(ctx, task=new, suite=dataclasses.replace(ctx.suite, tasks=(new,)))
+
+
+def with_suite(ctx: RunContext, **changes: object) -> RunContext:
+    return dataclasses.replace(ctx, suite=dataclasses.replace(ctx.suite, **changes))
+
+
+def with_model(ctx: RunContext, **changes: object) -> RunContext:
+    return dataclasses.replace(ctx, model=dataclasses.replace(ctx.model, **changes))
+
+
+def other_fixture_bytes(ctx: RunContext) -> RunContext:
+    """The same fixture file names in another folder, one file's bytes changed."""
+    assert ctx.task.fixtures is not None
+    folder = ctx.task.fixtures.parent / "two"
+    folder.mkdir(exist_ok=True)
+    (folder / "data.csv").write_bytes(b"a,b\n1,3\n")
+    return with_task(ctx, fixtures=folder)
+
+
+def other_description(ctx: RunContext) -> RunContext:
+    """Another skill's description edited: every run that can see it sees another index."""
+    write_skill(ctx.library.root, "other-tip", "A harmless tip, reworded")
+    return dataclasses.replace(ctx, library=load_library(ctx.library.root))
+
+
+def same_arm_view(ctx: RunContext) -> RunContext:
+    """The skill under test disabled, so both arms see the same library."""
+    return with_settings(ctx, disabled=(SKILL,))
+
+
+#: part of a run's identity -> (base context -> a context that differs in that part only)
+PARTS: dict[str, Callable[[RunContext], RunContext]] = {
+    "model": lambda c: with_model(c, label="custom/other-model", name="other-model"),
+    "base-url": lambda c: with_model(c, base_url="http://127.0.0.2:9/v1"),
+    "runner": lambda c: with_settings(c, agent=AgentChoice.HERMES),
+    "image-id": lambda c: dataclasses.replace(c, image_id="sha256:bbb"),
+    "backend": lambda c: dataclasses.replace(c, backend="docker"),
+    "timeout": lambda c: with_settings(c, timeout=61.0),
+    "timeout-of-the-suite": lambda c: with_suite(c, timeout=30.0),
+    "max-iterations": lambda c: with_settings(c, max_iterations=31),
+    "memory": lambda c: with_settings(c, memory_mb=1024),
+    "pids": lambda c: with_settings(c, pids=128),
+    "cpus": lambda c: with_settings(c, cpus=2.0),
+    "rep": lambda c: dataclasses.replace(c, rep=2),
+    "prompt": lambda c: with_task(c, prompt="Question 1: give the total, please."),
+    "files": lambda c: with_task(c, files=(("notes.txt", "keep!"),)),
+    "fixture-bytes": other_fixture_bytes,
+    "check": lambda c: with_task(c, check='grep -qx TOTAL! "$SKILL_COURT_ANSWER"'),
+    "setup": lambda c: with_suite(c, setup="true; true"),
+    "suite": lambda c: dataclasses.replace(
+        c, suite_rel="skills_tests/mined/house-format.yaml",
+        suite=dataclasses.replace(c.suite, path=c.suite.path.parent / "mined" / "house-format.yaml")),
+    "task-id": lambda c: with_task(c, id="t2"),
+    "skill": lambda c: with_suite(c, skill="other-tip"),
+    "visible-description": other_description,
+    "visible-skill-disabled": lambda c: with_settings(c, disabled=("other-tip",)),
+}
+
+
+@pytest.mark.parametrize("part", list(PARTS))
+def test_a_run_differing_in_one_part_has_another_key(part: str, tmp_path: Path) -> None:
+    base = make_ctx(tmp_path)
+    key = run_key(base)
+    assert run_key(make_ctx(tmp_path)) == key  # the same context again: the same run
+    assert run_key(PARTS[part](base)) != key, f"{part} is not part of the run's identity"
+
+
+def test_the_arm_alone_makes_another_run(tmp_path: Path) -> None:
+    """With the skill disabled both arms see the same library: the arm alone still differs."""
+    with_arm = same_arm_view(make_ctx(tmp_path))
+    without_arm = dataclasses.replace(with_arm, arm="without")
+    assert with_arm.library.visible(with_arm.hidden) == without_arm.library.visible(without_arm.hidden)
+    assert run_key(with_arm) != run_key(without_arm)
+
+
+def test_the_system_prompt_template_is_part_of_the_run(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = make_ctx(tmp_path)
+    key = run_key(ctx)
+    source = system_prompt._template_source()
+    monkeypatch.setattr(system_prompt, "_template_source", lambda: source + "\nBe brief.\n")
+    assert run_key(ctx) != key
+
+
+def test_two_tasks_of_equal_content_are_two_runs(tmp_path: Path) -> None:
+    """The defect: equal prompt, files and check in two tasks (of one suite, or of a hand
+    suite and a mined suite of one skill) gave one key, so one run record for both."""
+    ctx = make_ctx(tmp_path)
+    twin = with_task(ctx, id="t1-again")
+    assert twin.task.content_hash(twin.suite.setup) == ctx.task.content_hash(ctx.suite.setup)
+    mined = PARTS["suite"](ctx)
+    assert len({run_key(ctx), run_key(twin), run_key(mined)}) == 3
+
+
+@pytest.mark.parametrize("part", ["session", "skill-body", "api-key", "fixtures-folder"])
+def test_what_does_not_replay_a_run(part: str, tmp_path: Path) -> None:
+    """A new session, a body edit (checked by the hashes of the skills a run read, not by the
+    key), a rotated key and a moved fixtures folder with the same bytes reuse the run."""
+    ctx = make_ctx(tmp_path)
+    key = run_key(ctx)
+    if part == "session":
+        other = dataclasses.replace(ctx, trial="trial-2")
+    elif part == "skill-body":
+        write_skill(tmp_path / "skills", SKILL, "How we format totals", body="Totals are SUM.")
+        other = dataclasses.replace(ctx, library=load_library(tmp_path / "skills"))
+        assert other.library.get(SKILL).hash != ctx.library.get(SKILL).hash  # type: ignore[union-attr]
+    elif part == "api-key":
+        other = with_model(ctx, api_key="key-2")
+    else:
+        assert ctx.task.fixtures is not None
+        moved = ctx.task.fixtures.parent / "moved"
+        moved.mkdir()
+        (moved / "data.csv").write_bytes((ctx.task.fixtures / "data.csv").read_bytes())
+        other = with_task(ctx, fixtures=moved)
+    assert run_key(other) == key
+
+
+# -- end to end: a second session where only one part differs replays -----------------------------
+
+CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
+
+
+def answer(request: RecordedRequest) -> Reply:
+    """Every task's right answer at once (the number after ``Question``)."""
+    number = request.last_user.split("Question ", 1)[1].split(":", 1)[0]
+    return Reply(content=f"TOTAL-{number}", input_tokens=100, output_tokens=20)
+
+
+def one_task_library(pytester: pytest.Pytester, base_url: str) -> None:
+    write_skill(pytester.path / "skills", SKILL, "How we format totals")
+    write_suite(pytester.path, SKILL, [task("t1", "Question 1: give the total.",
+                                            CHECK.format(value="TOTAL-1"))])
+    pytester.makefile(".ini", pytest=ini(base_url, sandbox="local"))
+
+
+def court(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, str]]:
+    """One session; the JUnit properties of its run items."""
+    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
+                                "--skill-court-fail-on", "never", *args)
+    result.assert_outcomes(passed=3)
+    return {k: p for k, p in junit_properties(pytester.path / "junit.xml").items()
+            if p.get("skill_court_run")}
+
+
+def cached(runs: dict[str, dict[str, str]]) -> list[str]:
+    return sorted(p["cached"] for p in runs.values())
+
+
+@pytest.mark.parametrize("part, option", [
+    ("model", ["--skill-court-model", "custom/other-model"]),
+    ("timeout", ["--skill-court-timeout", "61"]),
+    ("memory", ["--skill-court-memory", "1024"]),
+], ids=["model", "timeout", "memory"])
+def test_a_session_differing_in_one_part_replays(part: str, option: list[str], pytester: pytest.Pytester,
+                                                 server: LLMServer, bwrap_ok: None) -> None:
+    server.set_handler(answer)
+    one_task_library(pytester, server.base_url)
+    assert cached(court(pytester)) == ["false", "false"]
+    assert cached(court(pytester)) == ["true", "true"]  # unchanged: both runs reused
+    calls = len(server.chat_requests())
+    assert cached(court(pytester, *option)) == ["false", "false"], f"{part} changed, runs reused"
+    assert len(server.chat_requests()) == calls + 2
+    if part == "model":
+        assert {r.model for r in server.chat_requests()[calls:]} == {"other-model"}
+
+
+def test_another_endpoint_replays(pytester: pytest.Pytester, server: LLMServer, bwrap_ok: None) -> None:
+    server.set_handler(answer)
+    one_task_library(pytester, server.base_url)
+    assert cached(court(pytester)) == ["false", "false"]
+    with LLMServer(answer) as other:
+        assert cached(court(pytester, "--skill-court-base-url", other.base_url)) == ["false", "false"]
+        assert len(other.chat_requests()) == 2
+
+
+def test_tasks_of_equal_content_keep_their_own_runs(pytester: pytest.Pytester, server: LLMServer,
+                                                    bwrap_ok: None) -> None:
+    """Two tasks with the same prompt and check (and a third): two fresh runs each, recorded
+    apart, both counted by the verdict; the next session reuses each task's own runs."""
+    server.set_handler(answer)
+    write_skill(pytester.path / "skills", SKILL, "How we format totals")
+    same = {"prompt": "Question 1: give the total.", "check": CHECK.format(value="TOTAL-1")}
+    write_suite(pytester.path, SKILL, [task("t1", **same), task("t1-again", **same),
+                                       task("t3", "Question 3: give the total.",
+                                            CHECK.format(value="TOTAL-3"))])
+    pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
+    args = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
+            "--skill-court-fail-on", "never", "--skill-court-no-early-stop"]
+    for session, want_cached in ((1, "false"), (2, "true")):
+        pytester.runpytest(*args).assert_outcomes(passed=7)
+        props = junit_properties(pytester.path / "junit.xml")
+        runs = {k.split("::", 1)[1]: p for k, p in props.items() if p.get("skill_court_run")}
+        assert sorted(runs) == sorted(f"{t}[{arm}]" for t in ("t1", "t1-again", "t3")
+                                      for arm in ("with", "without"))
+        assert {p["cached"] for p in runs.values()} == {want_cached}, session
+        assert len({p["skill_court_run"] for p in runs.values()}) == 6, session
+        assert props[f"skills_tests.{SKILL}.yaml::verdict[test-model]"]["tasks"] == "3", session
+        assert len(server.chat_requests()) == 6  # the second session asked nothing
+    db = sqlite3.connect(pytester.path / ".skill-court" / "court.db")
+    rows = db.execute("SELECT trial, task_id, arm, run_id, cached FROM trial_runs").fetchall()
+    by_trial: dict[str, list[tuple[str, str, str, int]]] = {}
+    for trial, task_id, arm, run_id, was_cached in rows:
+        by_trial.setdefault(trial, []).append((task_id, arm, run_id, was_cached))
+    assert len(by_trial) == 2
+    for used in by_trial.values():
+        assert sorted((t, a) for t, a, _, _ in used) == sorted(
+            (t, a) for t in ("t1", "t1-again", "t3") for a in ("with", "without"))
+        assert len({r for _, _, r, _ in used}) == 6
+    records = db.execute("SELECT task_id, arm FROM runs").fetchall()
+    assert sorted(records) == sorted((t, a) for t in ("t1", "t1-again", "t3") for a in ("with", "without"))
