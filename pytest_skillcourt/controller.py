@@ -186,7 +186,7 @@ def write_files(court: Court, result: TrialResult) -> None:
     if summary:
         from .report.markdown import append_step_summary
 
-        append_step_summary(result, Path(summary))
+        append_step_summary(result, Path(summary), court.files_written)
 
 
 def apply_quarantine(court: Court, session: pytest.Session) -> None:
@@ -337,20 +337,21 @@ def verdict_properties(outcome: Outcome) -> list[tuple[str, object]]:
 
 def emit_report(session: pytest.Session, outcome: Outcome) -> None:
     """Push the verdict item's reports through the normal hooks (terminal, junitxml, exit status)."""
-    _emit(session, outcome.target, verdict_text(outcome) if outcome.failed else None,
+    _emit(session, outcome.target, outcome.skill, verdict_text(outcome) if outcome.failed else None,
           verdict_properties(outcome))
 
 
 def emit_error(session: pytest.Session, target: Target, text: str) -> None:
     """A verdict that could not be made is a failed verdict item with the reason."""
-    _emit(session, target, text, [("verdict", "ERROR")])
+    _emit(session, target, Path(target.suite_rel).stem, text, [("verdict", "ERROR")])
 
 
-def _emit(session: pytest.Session, target: Target, failure: str | None,
+def _emit(session: pytest.Session, target: Target, skill: str, failure: str | None,
           props: list[tuple[str, object]]) -> None:
     hook = session.config.hook
     nodeid = target.nodeid
-    location = (target.suite_rel, None, nodeid.rsplit("::", 1)[-1])
+    # The domain heads the FAILURES section: name the skill, or two HURTS read alike.
+    location = (target.suite_rel, None, f"{skill} {nodeid.rsplit('::', 1)[-1]}")
     now = time.time()
     hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
     for when in ("setup", "call", "teardown"):

@@ -84,7 +84,7 @@ def test_hurts_verdict_fails_the_item_and_the_session(pytester: pytest.Pytester,
     result.assert_outcomes(passed=6, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "*_ verdict[[]test-model[]] _*",
+        "*_ house-format verdict[[]test-model[]] _*",
         "HURTS: success fell from 100% to 0% (3 tasks)",
         "cause: the skill's rule about totals misled the model (see)",
         "skill line: Follow the house rules.",

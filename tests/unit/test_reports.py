@@ -85,9 +85,14 @@ def test_terminal_summary_from_values() -> None:
 
 def test_step_summary_and_html_and_junit_from_values(tmp_path: Path) -> None:
     result = hurts_result()
-    summary = markdown.append_step_summary(result, tmp_path / "summary.md")
+    summary = markdown.append_step_summary(result, tmp_path / "summary.md",
+                                           [("json report", tmp_path / "court.json")])
     md = summary.read_text()
-    assert md.startswith("### skill court") and "| house-format | custom/m | HURTS |" in md
+    assert md.startswith("### skill court: 🔴 1 HURTS · ⚪ 0 INCONCLUSIVE · 🟡 0 NEUTRAL · 🟢 0 HELPS")
+    assert "trial `T1`" in md and "json report `court.json`" in md and "spend $0.0812" in md
+    assert "| 🔴 | house-format | custom/m | **HURTS** | 0% / 100% |" in md
+    assert "cause: it insists on &lt;b&gt;bold&lt;/b&gt; totals (skill line: `Always write TOTAL-&lt;n&gt;`)" in md
+    assert "> a note" in md
     page = render_html(trial_data(result))
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
     assert "Question t1" in page
@@ -95,3 +100,21 @@ def test_step_summary_and_html_and_junit_from_values(tmp_path: Path) -> None:
     with_props = dict(props[("skills_tests.house-format.yaml", "t1[with]")])
     assert with_props["outcome"] == "failure" and with_props["judge_winner"] == "without"
     assert dict(props[("skills_tests.house-format.yaml", "t1[without]")])["outcome"] == "success"
+
+
+def outcome_of(skill: str, with_ok: bool, without_ok: bool) -> Outcome:
+    tasks = ["t1", "t2", "t3", "t4"]
+    verdict = decide([PairOutcome(t, 1, with_ok, without_ok, 120, 120) for t in tasks])
+    return Outcome(target=Target(f"skills_tests/{skill}.yaml::verdict[m]", f"skills_tests/{skill}.yaml", "custom/m",
+                                 tuple(tasks)), skill=skill, verdict=verdict, skill_hash="h", suite_hash="q",
+                   cached_runs=0, fresh_runs=8, spend=0.0)
+
+
+def test_step_summary_puts_harmful_verdicts_first() -> None:
+    result = TrialResult(trial="T2", outcomes=(outcome_of("a-helps", True, False), outcome_of("b-same", True, True),
+                                               outcome_of("c-hurts", False, True)))
+    md = markdown.markdown_table(result)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "skill" not in line]
+    assert [r.split(" | ")[1] for r in rows] == ["c-hurts", "b-same", "a-helps"]
+    assert "🔴 1 HURTS" in md and "🟢 1 HELPS" in md and "🟡 1 NEUTRAL" in md
+    assert "the judge could not name a cause" in rows[0]
