@@ -75,6 +75,8 @@ class SkillCourt:
         self.judging_started: float | None = None
         #: set when every run of the session got no reply from the model
         self.never_answered = False
+        #: suite files this process collected (none: the summary says how to add them)
+        self.suite_files = 0
 
     # -- shared state --------------------------------------------------------
 
@@ -137,6 +139,8 @@ class SkillCourt:
     # -- configuration and collection -----------------------------------------
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly:
+            return  # listing items needs no model key, no sandbox and no store
         for label in self.settings.models:
             try:
                 self.model(label)
@@ -156,6 +160,8 @@ class SkillCourt:
             reason = get_runner(agent).check(backend)
             if reason:
                 raise pytest.UsageError(f"--skill-court-agent {agent}: {reason}")
+            if not self.settings.skills_dir.is_dir():
+                return  # nothing to try: no store is made (the summary says what is missing)
             try:
                 self.store().start_trial(self.trial, rootdir=str(self.settings.rootdir),
                                          argv=list(self.config.invocation_params.args), skills_dir=str(self.settings.skills_dir))
@@ -173,6 +179,7 @@ class SkillCourt:
             return None
         if not any(part in self.settings.suite_dirs for part in file_path.parent.parts):
             return None
+        self.suite_files += 1
         return SuiteFile.from_parent(parent, path=file_path, court=self)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -407,7 +414,7 @@ class SkillCourt:
             # verdict items left the run queue but will be reported: count them
             session.testscollected += len(self.targets)
         result = yield
-        if not self.is_worker and not session.config.option.collectonly:
+        if not self.is_worker and not session.config.option.collectonly and self.settings.skills_dir.is_dir():
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             if not interrupted:
                 produce_verdicts(self, session)
@@ -432,11 +439,28 @@ class SkillCourt:
             self.early_skipped += 1
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or not (self.outcomes or self.errors):
+        if self.is_worker:
+            return
+        if not self.targets and not self.outcomes:
+            for line in self.nothing_to_try():
+                terminalreporter.write_line(line, yellow=True)
+        if not (self.outcomes or self.errors):
             return
         write_summary(terminalreporter, self.result())
         for what, path in self.files_written:
             terminalreporter.write_sep("-", f"generated {what}: {path}")
+
+    def nothing_to_try(self) -> list[str]:
+        """What to do when a session found no skill to try."""
+        s = self.settings
+        lines = ["skill court: nothing to try in this session."]
+        if not s.skills_dir.is_dir():
+            lines.append(f"  no skill library at {self.rel(s.skills_dir)}: point ini skill_court_skills (or "
+                         "--skill-court-skills=DIR) at a folder of <name>/SKILL.md")
+        if not self.suite_files:
+            lines.append(f"  no suite file: add one YAML file per skill under a folder named "
+                         f"{' or '.join(s.suite_dirs)} (README: \"Writing suites\")")
+        return lines
 
     def result(self) -> TrialResult:
         """This session's trial as immutable values, for the reports."""

@@ -117,7 +117,12 @@ class Store:
                 self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
                                            isolation_level=None, check_same_thread=False)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.path.parent.exists():
+                    self.path.parent.mkdir(parents=True)
+                    # A folder the court made holds only its own data: keep it out of git.
+                    (self.path.parent / ".gitignore").write_text(
+                        "# made by pytest-skillcourt: its store and reports, not for version control\n*\n",
+                        encoding="utf-8")
                 self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
                                            check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout = 60000")

@@ -1,0 +1,39 @@
+"""A first run where nothing is set up, and listing items without credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_skillcourt.store import Store
+from tests.support.builders import task, write_skill, write_suite
+
+
+def test_an_empty_folder_says_what_is_missing_and_makes_no_store(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest="[pytest]\nskill_court_models = custom/m\nskill_court_base_url = http://127.0.0.1:9/v1\n")
+    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*skill court: nothing to try in this session.",
+                                 "*no skill library at skills*skill_court_skills*",
+                                 "*no suite file*skills_tests*"])
+    assert not (pytester.path / ".skill-court").exists()
+
+
+def test_listing_items_needs_no_key_no_sandbox_and_no_store(pytester: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    write_skill(pytester.path / "skills", "house-format", "How we format totals")
+    write_suite(pytester.path, "house-format", [task("t1", "Question 1"), task("t2", "Question 2")])
+    pytester.makefile(".ini", pytest="[pytest]\nskill_court_models = openai/gpt-4.1-mini\n"
+                                     "skill_court_sandbox = docker\nskill_court_image = no-such-image:1\n")
+    result = pytester.runpytest("--skill-court", "--co", "-q", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*house-format.yaml::t1[[]with[]]", "*house-format.yaml::verdict[[]gpt-4.1-mini[]]"])
+    assert not (pytester.path / ".skill-court").exists()
+
+
+def test_the_store_folder_the_court_makes_is_ignored_by_git(tmp_path) -> None:
+    Store(tmp_path / ".skill-court" / "court.db").close()
+    assert (tmp_path / ".skill-court" / ".gitignore").read_text().splitlines()[-1] == "*"
+    (tmp_path / "mine").mkdir()
+    Store(tmp_path / "mine" / "court.db").close()  # a folder the user made is left as it is
+    assert not (tmp_path / "mine" / ".gitignore").exists()
