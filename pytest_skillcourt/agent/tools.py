@@ -4,6 +4,14 @@
 hidden skill is refused with Hermes' own "disabled" message, so the ``without``
 arm hides a skill exactly as a runtime does (README, "What it does").
 ``skill_view`` finds a skill by every name Hermes accepts (``transcript.find_skill``).
+
+A model's mistake is a tool error it sees, never a harness failure: a path
+that is missing, a directory, a FIFO or device, read-only or refused by the
+engine (``sandbox.base.PathRefused``), arguments that are not what a tool
+takes (a NUL byte, a command or path over the kernel's argument limits) all
+come back as ``{"error": ...}``; only a sandbox that broke raises.  What a
+tool returns is always valid UTF-8 text (a lone surrogate from the model's
+JSON becomes ``?``), so the transcript can be stored and sent on.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..sandbox.base import Sandbox, SandboxError
+from ..sandbox.base import PathRefused, Sandbox, SandboxError
 from ..skills import Library, Skill
 from ..transcript import find_skill
 
@@ -23,6 +31,11 @@ from ..transcript import find_skill
 SKILLS_ROOT = "/root/.skills"
 TOOL_OUTPUT_LIMIT = 32 * 1024
 READ_LIMIT = 100 * 1024
+#: Longest ``terminal`` command, in UTF-8 bytes: one argument of a process
+#: may not pass 128 KiB on Linux (``MAX_ARG_STRLEN``).
+COMMAND_LIMIT = 100 * 1024
+#: Longest path a file tool takes, in UTF-8 bytes (``PATH_MAX``).
+PATH_LIMIT = 4096
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -84,6 +97,27 @@ def skill_files_for_sandbox(library: Library, visible: tuple[Skill, ...]) -> dic
     return out
 
 
+def _valid_text(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates (JSON lets a model send
+    ``"\\udcff"``) become ``?``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _checked_arg(value: str, what: str, limit: int) -> str:
+    """``value`` when a process can take it as an argument, else ValueError."""
+    if "\0" in value:
+        raise ValueError(f"{what} must not contain a NUL byte")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueError(f"{what} is {size} bytes; at most {limit} are accepted"
+                         + ("; write a script with write_file and run that" if what == "command" else ""))
+    return value
+
+
 def _cut(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
     if len(text) <= limit:
         return text
@@ -115,8 +149,12 @@ class Toolbox:
         """Run one tool call and return the text the model sees.
 
         Raises:
-            SandboxError: the sandbox broke (the run is a harness failure).
+            SandboxError: the sandbox broke (the run is a harness failure);
+                never for a path the sandbox refused (``PathRefused``).
         """
+        return _valid_text(self._call(name, raw_arguments))
+
+    def _call(self, name: str, raw_arguments: str) -> str:
         self.calls += 1
         handler = self._handlers.get(name)
         if handler is None:
@@ -129,20 +167,23 @@ class Toolbox:
             return json.dumps({"error": f"invalid arguments for {name}: {err}"})
         try:
             return handler(args)
+        except (PathRefused, FileNotFoundError, IsADirectoryError, NotADirectoryError) as err:
+            return json.dumps({"error": f"{name}: {err}"}, ensure_ascii=False)
         except SandboxError:
             raise
-        except (KeyError, TypeError, ValueError) as err:
-            return json.dumps({"error": f"{name}: {err}"})
+        except (KeyError, TypeError, ValueError, RecursionError) as err:
+            return json.dumps({"error": f"{name}: {err}"}, ensure_ascii=False)
 
     def _abs(self, path: Any) -> str:
         if not isinstance(path, str) or not path:
             raise ValueError("path must be a non-empty string")
-        return posixpath.normpath(posixpath.join("/workspace", path))
+        return posixpath.normpath(posixpath.join("/workspace", _checked_arg(path, "path", PATH_LIMIT)))
 
     def _terminal(self, args: Mapping[str, Any]) -> str:
         command = args["command"]
         if not isinstance(command, str):
             raise ValueError("command must be a string")
+        _checked_arg(command, "command", COMMAND_LIMIT)
         remaining = self.deadline - time.monotonic()
         if remaining <= 1:
             return json.dumps({"error": "time is up: give your final answer now"})
@@ -160,15 +201,21 @@ class Toolbox:
     def _read_file(self, args: Mapping[str, Any]) -> str:
         path = self._abs(args["path"])
         try:
-            data = self.sandbox.read_file(path)
+            # One byte past the limit tells a longer file; no more is ever read.
+            data = self.sandbox.read_file(path, limit=READ_LIMIT + 1)
         except FileNotFoundError:
-            return json.dumps({"error": f"no such file: {path}"})
+            return json.dumps({"error": f"no such file: {path}"}, ensure_ascii=False)
+        except IsADirectoryError:
+            return json.dumps({"error": f"{path} is a directory; list it with terminal (ls)"},
+                              ensure_ascii=False)
+        longer = len(data) > READ_LIMIT
         if b"\0" in data[:8192]:
-            return json.dumps({"error": f"{path} is a binary file ({len(data)} bytes)"})
+            size = f"more than {READ_LIMIT}" if longer else str(len(data))
+            return json.dumps({"error": f"{path} is a binary file ({size} bytes)"}, ensure_ascii=False)
         text = data[:READ_LIMIT].decode("utf-8", errors="replace")
         payload: dict[str, Any] = {"path": path, "content": text}
-        if len(data) > READ_LIMIT:
-            payload["truncated"] = f"only the first {READ_LIMIT} of {len(data)} bytes"
+        if longer:
+            payload["truncated"] = f"only the first {READ_LIMIT} bytes; the file is longer"
         return json.dumps(payload, ensure_ascii=False)
 
     def _write_file(self, args: Mapping[str, Any]) -> str:
@@ -176,8 +223,12 @@ class Toolbox:
         content = args["content"]
         if not isinstance(content, str):
             raise ValueError("content must be a string")
-        self.sandbox.write_files({path: content.encode("utf-8")})
-        return json.dumps({"success": True, "path": path, "bytes": len(content.encode("utf-8"))})
+        data = _valid_text(content).encode("utf-8")
+        # Docker's archive upload would replace a whole directory by the file.
+        if self.sandbox.exec('[ -d "$P" ]', env={"P": path}, timeout=30).exit_code == 0:
+            return json.dumps({"error": f"{path} is a directory; give a file path"}, ensure_ascii=False)
+        self.sandbox.write_files({path: data})
+        return json.dumps({"success": True, "path": path, "bytes": len(data)}, ensure_ascii=False)
 
     def _skills_list(self, args: Mapping[str, Any]) -> str:
         category = args.get("category")

@@ -25,6 +25,15 @@ TRUNCATION_MARKER = "\n[... output cut by skill-court: {dropped} more bytes ...]
 #: Default cap on each of stdout and stderr kept from one exec.
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 
+#: Default cap on the raw stdout bytes a ``binary=True`` exec keeps, and on
+#: the bytes ``read_file`` returns.  Every cap on what comes out of a sandbox
+#: is applied while reading: past it the rest is read and thrown away (or
+#: never produced, ``head -c``), so no command or file can fill host memory.
+DEFAULT_BINARY_LIMIT = 16 * 1024 * 1024
+
+#: Seconds ``read_file`` may take before it gives up on the path.
+READ_TIMEOUT_S = 60.0
+
 #: Exit status reported when a command was killed by the in-sandbox timeout
 #: (GNU/busybox ``timeout`` exits 124; 137 when it had to SIGKILL).
 TIMEOUT_EXIT_CODES = (124, 137)
@@ -46,6 +55,17 @@ class SandboxError(Exception):
     """
 
 
+class PathRefused(SandboxError):
+    """The sandbox works, but one path cannot be read or written as asked: a
+    read-only place, not a regular file (a FIFO, a device, a socket), a parent
+    that is a file, a name the engine refuses, a read that did not finish.
+
+    What an agent's tool shows the model as an ordinary tool error (its
+    mistake, not the harness's); a caller that does not expect it sees a
+    ``SandboxError``, as before.
+    """
+
+
 class SandboxUnavailable(SandboxError):
     """The backend cannot be used at all on this machine (bwrap missing,
     Docker engine not answering, image absent and not pullable).  The message
@@ -60,8 +80,11 @@ class ExecResult:
     stdout: str
     stderr: str
     timed_out: bool = False
-    #: Raw stdout bytes, kept only when ``exec(..., binary=True)``.
+    #: Raw stdout bytes, kept only when ``exec(..., binary=True)``, at most
+    #: its ``binary_limit``.
     stdout_bytes: bytes | None = field(default=None, repr=False)
+    #: Stdout bytes past ``binary_limit``, read and dropped (binary execs only).
+    stdout_bytes_dropped: int = 0
 
     @property
     def ok(self) -> bool:
@@ -100,6 +123,7 @@ class Sandbox(abc.ABC):
         stdin: bytes | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         binary: bool = False,
+        binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
         """Run ``command`` with ``sh -c`` in ``/workspace``.
 
@@ -107,7 +131,9 @@ class Sandbox(abc.ABC):
         slack on top; a command killed by it returns ``timed_out=True``.
         Output beyond ``output_limit`` bytes per stream is cut and
         ``TRUNCATION_MARKER`` appended.  With ``binary=True`` stdout is also
-        returned uncut as ``stdout_bytes``.
+        returned as raw ``stdout_bytes``, cut at ``binary_limit`` bytes
+        (``stdout_bytes_dropped`` counts the rest).  Limits hold while
+        reading: output past them is read and dropped, never kept.
 
         Raises:
             SandboxError: the sandbox could not run the command at all.
@@ -122,11 +148,21 @@ class Sandbox(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read_file(self, path: str) -> bytes:
-        """Return the bytes of one file.
+    def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:
+        """Return the bytes of one regular file, at most ``limit`` of them.
+
+        The path is resolved in the sandbox's own view (a planted symlink
+        never reaches the host).  A longer file gives its first ``limit``
+        bytes, and only those are ever read: ask for one byte more than you
+        keep to tell a cut.  Backends read through :data:`READ_SCRIPT` (see
+        :func:`read_via_exec`).
 
         Raises:
             FileNotFoundError: no such file in the sandbox.
+            IsADirectoryError: the path is a directory.
+            PathRefused: not a regular file (a FIFO, a device such as
+                ``/dev/zero``, a socket), unreadable, or the read did not
+                finish within ``READ_TIMEOUT_S``.
             SandboxError: the sandbox could not be read.
         """
 
@@ -189,6 +225,53 @@ class Backend(Protocol):
         backend that cannot be reached now removes nothing: not an error.
         """
         ...
+
+
+#: How ``read_file`` reads one file inside the sandbox (``$P`` the path, ``$N``
+#: the limit): only a regular file is opened (a FIFO would block, a device
+#: never end), and ``head -c`` reads no more than the limit.
+READ_SCRIPT = (
+    'if [ -d "$P" ]; then exit 3; fi; '
+    'if [ ! -e "$P" ]; then exit 2; fi; '
+    'if [ ! -f "$P" ]; then exit 4; fi; '
+    'exec head -c "$N" -- "$P"'
+)
+
+
+def read_via_exec(sandbox: Sandbox, path: str, limit: int, where: str) -> bytes:
+    """``Sandbox.read_file`` through one exec of :data:`READ_SCRIPT`.
+
+    ``where`` names the sandbox in messages (``"local sandbox NAME"``).
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, PathRefused, SandboxError: as
+            ``Sandbox.read_file`` says.
+    """
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        raise PathRefused(f"{where}: read_file: not an absolute path: {path!r}")
+    if limit < 0:
+        raise ValueError(f"read_file: limit must be >= 0, got {limit!r}")
+    result = sandbox.exec(
+        READ_SCRIPT, env={"P": path, "N": str(limit)}, timeout=READ_TIMEOUT_S,
+        output_limit=4096, binary=True, binary_limit=limit,
+    )
+    if result.timed_out:
+        raise PathRefused(f"{path}: reading did not finish within {READ_TIMEOUT_S:.0f} s in {where}")
+    if result.exit_code == 2:
+        raise FileNotFoundError(f"{path}: no such file in {where}")
+    if result.exit_code == 3:
+        raise IsADirectoryError(f"{path}: is a directory in {where}")
+    if result.exit_code == 4:
+        raise PathRefused(f"{path}: not a regular file (a FIFO, device or socket) in {where}")
+    reason = result.stderr.strip()[:500]
+    if result.exit_code in (126, 127) or result.stdout_bytes is None:
+        raise SandboxError(
+            f"{where}: reading {path} failed (exit {result.exit_code}): {reason} "
+            "(the sandbox needs sh, test and head)"
+        )
+    if result.exit_code != 0:
+        raise PathRefused(f"{path}: cannot be read in {where} (exit {result.exit_code}): {reason}")
+    return result.stdout_bytes
 
 
 def render_output(kept: bytes, dropped: int = 0, limit: int | None = None) -> str:

@@ -32,6 +32,11 @@ Decisions made here:
   wire whole.
 - Symlinks and special files are not captured (``-type f``); a name with a
   newline in it is skipped rather than breaking the list.
+- The archive is read at most ``MAX_ARCHIVE_BYTES`` (40 cut files fit many
+  times over); one that grows past it while tar runs (a file the run still
+  writes) fails the capture instead of filling host memory.
+- A name that is not valid UTF-8 is shown with its bad bytes escaped
+  (``\\xff``), so the record stays valid text.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ MAX_FILE_BYTES = 64 * 1024
 MAX_TOTAL_CHARS = 16_000
 #: Seconds the capture exec may take.
 CAPTURE_TIMEOUT_S = 120
+#: At most this many archive bytes are read from the sandbox.
+MAX_ARCHIVE_BYTES = 8 * 1024 * 1024
 
 #: Staging directory for cut copies of big files (inside the sandbox).
 _STAGE = "tmp/.skillcourt-capture"
@@ -171,7 +178,8 @@ def capture_changed_files(sandbox: Sandbox, since: float) -> CapturedFiles:
     """
     try:
         result = sandbox.exec(
-            capture_script(since), timeout=CAPTURE_TIMEOUT_S, binary=True, output_limit=64 * 1024
+            capture_script(since), timeout=CAPTURE_TIMEOUT_S, binary=True, output_limit=64 * 1024,
+            binary_limit=MAX_ARCHIVE_BYTES,
         )
     except SandboxError as exc:
         raise CaptureFailed(f"file capture: the exec in the sandbox failed: {exc}") from exc
@@ -188,6 +196,11 @@ def capture_changed_files(sandbox: Sandbox, since: float) -> CapturedFiles:
             f"(exit {result.exit_code}): {result.stderr.strip()[:500]}"
         )
     data = result.stdout_bytes or b""
+    if result.stdout_bytes_dropped:
+        raise CaptureFailed(
+            f"file capture: the archive grew past {MAX_ARCHIVE_BYTES} bytes "
+            "(a file kept growing while it was read?)"
+        )
     if total == 0 and not data:
         return CapturedFiles.empty()
     try:
@@ -215,7 +228,7 @@ def _read_tar(data: bytes) -> list[tuple[str, bytes, bool]]:
         for member in tar:
             if not member.isfile():
                 continue
-            name = member.name.lstrip("/")
+            name = _as_text(member.name).lstrip("/")
             cut = False
             if name.startswith(stage_prefix):
                 # tmp/.skillcourt-capture.<pid>/workspace/big.log -> workspace/big.log
@@ -229,6 +242,13 @@ def _read_tar(data: bytes) -> list[tuple[str, bytes, bool]]:
                 body, cut = body[:MAX_FILE_BYTES], True
             out.append(("/" + name, body, cut))
     return out
+
+
+def _as_text(name: str) -> str:
+    """A member name as valid text: ``tarfile`` keeps bytes that are not
+    UTF-8 as lone surrogates, which no UTF-8 writer (SQLite, JSON files)
+    takes; they become ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _decode_text(body: bytes, cut: bool) -> str | None:

@@ -28,25 +28,26 @@ from __future__ import annotations
 
 import atexit
 import functools
-import io
 import math
 import os
 import secrets
-import tarfile
 import threading
 import time
 import weakref
 from typing import Any, Mapping
 
 from pytest_skillcourt.sandbox.base import (
+    DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
     LABEL,
     TIMEOUT_EXIT_CODES,
     ExecResult,
+    PathRefused,
     Sandbox,
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    read_via_exec,
     render_output,
     tar_of_files,
 )
@@ -272,6 +273,7 @@ class DockerSandbox(Sandbox):
         stdin: bytes | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         binary: bool = False,
+        binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
         import docker.errors
 
@@ -320,7 +322,7 @@ class DockerSandbox(Sandbox):
         timer.start()
         out, err = bytearray(), bytearray()
         dropped = [0, 0]
-        out_limit = None if binary else output_limit
+        out_limit = binary_limit if binary else output_limit
         try:
             for chunk_out, chunk_err in stream:
                 for i, (buf, chunk, limit) in enumerate(
@@ -328,7 +330,7 @@ class DockerSandbox(Sandbox):
                 ):
                     if not chunk:
                         continue
-                    room = len(chunk) if limit is None else max(0, limit - len(buf))
+                    room = max(0, limit - len(buf))
                     buf += chunk[:room]
                     dropped[i] += len(chunk) - min(room, len(chunk))
         except docker.errors.DockerException as exc:
@@ -347,6 +349,7 @@ class DockerSandbox(Sandbox):
                 stderr=render_output(bytes(err), dropped[1], output_limit),
                 timed_out=True,
                 stdout_bytes=bytes(out) if binary else None,
+                stdout_bytes_dropped=dropped[0] if binary else 0,
             )
         try:
             info = self._api.exec_inspect(exec_id)
@@ -365,6 +368,7 @@ class DockerSandbox(Sandbox):
             stderr=render_output(bytes(err), dropped[1], output_limit),
             timed_out=code in _TIMEOUT_CODES and elapsed >= timeout * 0.99,
             stdout_bytes=bytes(out) if binary else None,
+            stdout_bytes_dropped=dropped[0] if binary else 0,
         )
 
     def write_files(self, files: Mapping[str, bytes]) -> None:
@@ -377,6 +381,17 @@ class DockerSandbox(Sandbox):
         data = tar_of_files(files)
         try:
             ok = self._api.put_archive(self.id, "/", data)
+        except docker.errors.NotFound as exc:  # the container is gone
+            raise SandboxError(
+                f"docker sandbox {self.name}: writing {sorted(files)} failed: {exc}"
+            ) from exc
+        except docker.errors.APIError as exc:
+            # The engine answered and refused the archive: a parent that is a
+            # file, a FIFO in the way, a name it cannot take. The sandbox is fine.
+            raise PathRefused(
+                f"docker sandbox {self.name}: writing {sorted(files)} was refused: "
+                f"{getattr(exc, 'explanation', None) or exc}"
+            ) from exc
         except docker.errors.DockerException as exc:
             raise SandboxError(
                 f"docker sandbox {self.name}: writing {sorted(files)} failed: {exc}"
@@ -384,38 +399,13 @@ class DockerSandbox(Sandbox):
         if not ok:
             raise SandboxError(f"docker sandbox {self.name}: writing {sorted(files)} failed")
 
-    def read_file(self, path: str) -> bytes:
-        import docker.errors
-
+    def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:
+        # Through an exec, never ``get_archive``: the archive would carry the
+        # whole file (a 300 MB file, 300 MB), and the shell resolves a symlink
+        # or special file in the container's own view.
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: read after close")
-        try:
-            chunks, stat = self._api.get_archive(self.id, path)
-            data = b"".join(chunks)
-        except docker.errors.NotFound as exc:
-            raise FileNotFoundError(f"{path}: no such file in docker sandbox {self.name}") from exc
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"docker sandbox {self.name}: reading {path} failed: {exc}") from exc
-        if stat.get("mode", 0) & (1 << 31):  # Go's os.ModeDir
-            raise IsADirectoryError(f"{path}: is a directory in docker sandbox {self.name}")
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-                for member in tar:
-                    if member.isfile():
-                        fh = tar.extractfile(member)
-                        assert fh is not None
-                        return fh.read()
-                    break
-        except tarfile.TarError as exc:
-            raise SandboxError(f"docker sandbox {self.name}: reading {path}: bad archive: {exc}") from exc
-        # A symlink or special file: let the sandbox resolve it in its own view.
-        result = self.exec('cat -- "$P"', env={"P": path}, binary=True, timeout=120)
-        if not result.ok or result.stdout_bytes is None:
-            raise SandboxError(
-                f"docker sandbox {self.name}: reading {path} failed "
-                f"(exit {result.exit_code}): {result.stderr.strip()[:500]}"
-            )
-        return result.stdout_bytes
+        return read_via_exec(self, path, limit, f"docker sandbox {self.name}")
 
     def close(self) -> None:
         with self._close_lock:

@@ -64,14 +64,17 @@ from filelock import BaseFileLock
 
 from pytest_skillcourt import locks
 from pytest_skillcourt.sandbox.base import (
+    DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
     LABEL,
     TIMEOUT_EXIT_CODES,
     ExecResult,
+    PathRefused,
     Sandbox,
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    read_via_exec,
     render_output,
     tar_of_files,
 )
@@ -347,11 +350,13 @@ class LocalSandbox(Sandbox):
         stdin: bytes | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         binary: bool = False,
+        binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"local sandbox {self.name}: exec after close")
         argv = self._argv(command, timeout, self._env(env))
-        return self._run(argv, timeout=timeout, stdin=stdin, output_limit=output_limit, binary=binary)
+        return self._run(argv, timeout=timeout, stdin=stdin, output_limit=output_limit, binary=binary,
+                         binary_limit=binary_limit)
 
     def _run(
         self,
@@ -361,6 +366,7 @@ class LocalSandbox(Sandbox):
         stdin: bytes | None,
         output_limit: int,
         binary: bool,
+        binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
         kwargs: dict = {}
         if self._uid is not None:
@@ -371,7 +377,7 @@ class LocalSandbox(Sandbox):
         args_fd = os.memfd_create("skillcourt-bwrap-args", 0)
         try:
             split = argv.index("--")  # bwrap wants the command itself on argv
-            os.write(args_fd, b"".join(a.encode() + b"\0" for a in argv[1:split]))
+            os.write(args_fd, b"".join(os.fsencode(a) + b"\0" for a in argv[1:split]))
             os.lseek(args_fd, 0, os.SEEK_SET)
             proc = subprocess.Popen(
                 [argv[0], "--args", str(args_fd), *argv[split:]],
@@ -391,7 +397,7 @@ class LocalSandbox(Sandbox):
         deadline = time.monotonic() + timeout + 5 + HOST_SLACK_S
         try:
             out, out_dropped, err, err_dropped, overran = _communicate(
-                proc, stdin, deadline, None if binary else output_limit, output_limit
+                proc, stdin, deadline, binary_limit if binary else output_limit, output_limit
             )
         except BaseException:
             _kill_group(proc)
@@ -402,6 +408,7 @@ class LocalSandbox(Sandbox):
                 exit_code=137, stdout=render_output(out, out_dropped, output_limit),
                 stderr=render_output(err, err_dropped, output_limit), timed_out=True,
                 stdout_bytes=out if binary else None,
+                stdout_bytes_dropped=out_dropped if binary else 0,
             )
         if code < 0:
             code = 128 - code  # killed by a signal: report it as a shell would
@@ -411,6 +418,7 @@ class LocalSandbox(Sandbox):
             stderr=render_output(err, err_dropped, output_limit),
             timed_out=code in TIMEOUT_EXIT_CODES and _took_at_least(proc, timeout),
             stdout_bytes=out if binary else None,
+            stdout_bytes_dropped=out_dropped if binary else 0,
         )
 
     def write_files(self, files: Mapping[str, bytes]) -> None:
@@ -422,29 +430,20 @@ class LocalSandbox(Sandbox):
             timeout=120, stdin=data, output_limit=DEFAULT_OUTPUT_LIMIT, binary=False,
         )
         if not result.ok:
-            raise SandboxError(
+            reason = result.stderr.strip()[:500]
+            # tar ran and refused a path (read-only place, a parent that is a
+            # file, ...): the sandbox is fine. bwrap's own failure, or a hang, is not.
+            refused = not result.timed_out and not reason.startswith("bwrap:")
+            raise (PathRefused if refused else SandboxError)(
                 f"local sandbox {self.name}: writing {sorted(files)} failed "
-                f"(exit {result.exit_code}): {result.stderr.strip()[:500]} "
+                f"(exit {result.exit_code}): {reason} "
                 "(only /workspace, /root and /tmp are writable in the local backend)"
             )
 
-    def read_file(self, path: str) -> bytes:
-        script = (
-            'if [ -d "$P" ]; then exit 3; elif [ -e "$P" ]; then exec cat -- "$P"; '
-            "else exit 2; fi"
-        )
-        argv = self._argv(script, 120, {**self._env(None), "P": path})
-        result = self._run(argv, timeout=120, stdin=None, output_limit=4096, binary=True)
-        if result.exit_code == 2:
-            raise FileNotFoundError(f"{path}: no such file in local sandbox {self.name}")
-        if result.exit_code == 3:
-            raise IsADirectoryError(f"{path}: is a directory in local sandbox {self.name}")
-        if not result.ok or result.stdout_bytes is None:
-            raise SandboxError(
-                f"local sandbox {self.name}: reading {path} failed "
-                f"(exit {result.exit_code}): {result.stderr.strip()[:500]}"
-            )
-        return result.stdout_bytes
+    def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:
+        if self._closed:
+            raise SandboxError(f"local sandbox {self.name}: read after close")
+        return read_via_exec(self, path, limit, f"local sandbox {self.name}")
 
     def close(self) -> None:
         with self._close_lock:
