@@ -113,7 +113,16 @@ class SuiteFile(pytest.File):
         # Kept so that a plugin filtering the collected items (``--lf``) cannot
         # separate a verdict from its runs (see session.SkillCourt.pytest_make_collect_report).
         self.produced: list[pytest.Item] = []
-        for item in self._items():
+        try:
+            items = list(self._items())
+        except (SuiteError, LibraryError) as err:
+            # One failed item, not a collection error: pytest would interrupt the whole
+            # session for that, and every other suite must still run.
+            message = str(err) if isinstance(err, SuiteError) else f"skill library: {err}"
+            line = err.line if isinstance(err, SuiteError) else None
+            yield SuiteErrorItem.from_parent(self, name="suite", message=message, line=line)
+            return
+        for item in items:
             self.produced.append(item)
             yield item
 
@@ -188,3 +197,23 @@ class VerdictItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name
+
+
+class SuiteErrorItem(pytest.Item):
+    """A suite file that cannot be read, as one failed item that says why (file, line, field
+    and fix); the session goes on with every other suite."""
+
+    def __init__(self, *, message: str, line: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+        self.line = line
+        self.add_marker(pytest.mark.skill_court)
+
+    def runtest(self) -> None:
+        raise SkillCourtError(self.message)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        return self.message
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.line - 1) if self.line else None, "suite"
