@@ -3,14 +3,34 @@
 Temp file in the same directory, fsync, the old file's mode kept, rename over
 the target, fsync of the directory: a reader sees the old bytes or the new
 ones, never a torn file, and a crash never leaves less than was there.
+
+A rename replaces a symbolic link itself, not the file it points to; a writer
+that must keep a link (the quarantine file linked to Hermes' copy) writes to
+:func:`write_target` of the path instead, atomically there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to ``path`` means: ``path`` itself, or, when it is a
+    symbolic link (or has one among its folders), the file at the end of the
+    links (which need not exist yet: a dangling link names the file to create).
+
+    Raises:
+        OSError: the links form a loop (``ELOOP``).
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path))
+    if os.path.islink(target):  # realpath gives up on a loop and hands back a link
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    return target if target != Path(os.path.abspath(path)) else path
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

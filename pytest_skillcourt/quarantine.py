@@ -26,8 +26,12 @@ Rules this module keeps:
 - **Merging**: every write takes an inter-process lock (``flock`` on the side
   file ``<name>.lock``), reads the file as it is *now*, applies the change and
   writes a temp file in the same directory that is fsynced and renamed over the
-  old one.  Concurrent writers never lose an entry and an edit a user made
-  between two runs is kept.  A trial never removes or changes an entry set by
+  old one.  A quarantine file that is a symbolic link (to the copy Hermes
+  reads, say) is written *through*: lock, temp file and rename are at the
+  link's final target, so the link stays a link and every path to the file
+  shares one lock (:func:`~pytest_skillcourt.atomic.write_target`).
+  Concurrent writers never lose an entry and an edit a user made between two
+  runs is kept.  A trial never removes or changes an entry set by
   hand; a trial that finds a skill no longer hurting lifts only the entry a
   trial set for that model.
 - **User edits survive**: keys this version does not know, in an entry or at
@@ -48,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from pytest_skillcourt.atomic import write_atomic
+from pytest_skillcourt.atomic import write_atomic, write_target
 from pytest_skillcourt.clock import utc_now
 from pytest_skillcourt.locks import locked
 from pytest_skillcourt.stats.verdict import VerdictKind
@@ -290,10 +294,23 @@ def find(entries: Sequence[QuarantineEntry], skill: str, model: str) -> Quaranti
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold the inter-process lock of the quarantine file at ``path`` (a side file)."""
-    with locked(path.with_name(path.name + ".lock")):
-        yield
+def _locked(path: Path) -> Iterator[Path]:
+    """Hold the inter-process lock of the quarantine file at ``path``; yields the
+    file to read and write.
+
+    A symbolic link is written through: the lock (a side file ``<name>.lock``)
+    is taken beside the link's final target and the target is yielded, so every
+    path to one file shares one lock and the link is never replaced.
+    """
+    try:
+        target = write_target(path)
+    except OSError as exc:
+        raise QuarantineFileError(
+            f"{path}: is a symbolic link that cannot be followed ({exc.strerror or exc}). "
+            f"Point it at a file, or replace it with a file; it was left as it is."
+        ) from None
+    with locked(target.with_name(target.name + ".lock")):
+        yield target
 
 
 def _write_document(path: Path, doc: _Document) -> None:
@@ -342,8 +359,8 @@ def apply_trial(
 
     changed: list[QuarantineEntry] = []
     lifted: list[QuarantineEntry] = []
-    with _locked(path):
-        doc = _read_document(path)
+    with _locked(path) as target:
+        doc = _read_document(target)
         entries = list(doc.entries)
         for new in hurts:
             if any(e.key == new.key and e.set_by == SET_BY_HAND for e in entries):
@@ -365,7 +382,7 @@ def apply_trial(
             else:
                 kept.append(entry)
         if changed or lifted:
-            _write_document(path, _Document(entries=kept, extra=doc.extra))
+            _write_document(target, _Document(entries=kept, extra=doc.extra))
     return changed, lifted
 
 
@@ -393,8 +410,8 @@ def quarantine(
         raise ValueError("quarantine(): skill name is empty; pass the skill's name as in its SKILL.md")
     if not model:
         raise ValueError('quarantine(): model is empty; pass a model name or "*" for every model')
-    with _locked(path):
-        doc = _read_document(path)
+    with _locked(path) as target:
+        doc = _read_document(target)
         entries = list(doc.entries)
         key = (skill, model_key(model))
         index = next((i for i, e in enumerate(entries) if e.key == key), None)
@@ -411,7 +428,7 @@ def quarantine(
                 since=old.since if old.set_by == SET_BY_HAND and old.since else utc_now(),
             )
             entries[index] = entry
-        _write_document(path, _Document(entries=entries, extra=doc.extra))
+        _write_document(target, _Document(entries=entries, extra=doc.extra))
     return entry
 
 
@@ -426,12 +443,12 @@ def release(path: Path, skill: str, *, model: str | None = None) -> list[Quarant
     """
     path = Path(path)
     skill = skill.strip()
-    with _locked(path):
-        doc = _read_document(path)
+    with _locked(path) as target:
+        doc = _read_document(target)
         removed = [e for e in doc.entries if e.skill == skill and (model is None or e.key[1] == model_key(model))]
         if removed:
             kept = [e for e in doc.entries if not any(e is r for r in removed)]
-            _write_document(path, _Document(entries=kept, extra=doc.extra))
+            _write_document(target, _Document(entries=kept, extra=doc.extra))
     return removed
 
 
