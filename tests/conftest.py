@@ -21,7 +21,7 @@ import pytest
 import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox  # noqa: F401
 from tests.support.llm_server import LLMServer, Reply
-from tests.support.sandbox_image import require_bwrap
+from tests.support.sandbox_image import require_bwrap, require_docker, require_hermes
 
 
 def _warm_up_http_client() -> None:
@@ -50,3 +50,25 @@ def server() -> Iterator[LLMServer]:
 def bwrap_ok() -> None:
     """Skip without bubblewrap (fail instead under SKILL_COURT_REQUIRE_BWRAP=1)."""
     require_bwrap()
+
+
+@pytest.fixture
+def hermes_image() -> str:
+    """The Docker image the ``hermes`` runner tests use (busybox plus a static bash); skip
+    (or, under SKILL_COURT_REQUIRE_*, fail) without the ``hermes`` CLI or a Docker engine."""
+    require_hermes()
+    require_docker()
+    from tests.support.hermes_image import ensure_hermes_image
+
+    return ensure_hermes_image()
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Sandbox backends registered in the test (``sandbox_fakes.register_backend``) are removed
+    afterwards; ``auto`` starts unchosen."""
+    names: list[str] = []
+    monkeypatch.setattr(pytest_skillcourt.sandbox, "_auto_choice", None)
+    yield names
+    for name in names:
+        pytest_skillcourt.sandbox.unregister(name)

@@ -18,8 +18,8 @@ import yaml
 
 from tests.support import REPO
 from tests.support.builders import ini, sees_skill
+from tests.support.demo_answers import CASES, Answer
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
-from tests.unit.test_demo_suites import CASES, Answer
 
 
 #: skill -> how the scripted model behaves when the skill is visible to it

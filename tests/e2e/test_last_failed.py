@@ -60,12 +60,6 @@ def two_suites(pytester: pytest.Pytester, server: LLMServer, *, models: tuple[st
     pytester.makefile(".ini", pytest=text)
 
 
-def test_pytest_is_the_one_a_fresh_install_resolves() -> None:
-    """The --lf tests below are about pytest 9.2's structured node ids."""
-    major, minor = (int(p) for p in pytest.__version__.split(".")[:2])
-    assert (major, minor) >= (9, 2), f"pytest {pytest.__version__}: pip install -e '.[dev]'"
-
-
 def test_last_failed_reruns_only_the_suite_that_failed(pytester: pytest.Pytester, server: LLMServer) -> None:
     two_suites(pytester, server)
     first = pytester.runpytest("--skill-court", "--junitxml=first.xml")

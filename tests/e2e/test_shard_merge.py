@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from pytest_skillcourt.cli import EXIT_HURTS, main
-from pytest_skillcourt.merge import MergeError, merge_stores
 from pytest_skillcourt.store import Store
-from tests.support.builders import sees_skill, task, write_skill, write_suite
+from tests.support.builders import count_rows, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.e2e.test_cache_budget import local_ini
 
@@ -69,10 +67,6 @@ def verdicts_of(path: Path, trial_prefix: str | None = None) -> dict[tuple[str, 
             for r in rows}
 
 
-def count(path: Path, table: str) -> int:
-    return sqlite3.connect(path).execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-
-
 def test_merged_shards_give_the_unsharded_verdicts(pytester: pytest.Pytester, server: LLMServer,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     library(pytester.path, server.base_url)
@@ -101,9 +95,9 @@ def test_merged_shards_give_the_unsharded_verdicts(pytester: pytest.Pytester, se
     assert verdicts_of(merged, trial_prefix="merge-") == expected
     # Every row of both shards, once.
     for table in ("runs", "trial_runs", "verdicts"):
-        shards = count(s1, table) + count(s2, table)
-        extra = {"runs": 0, "trial_runs": count(s1, "trial_runs") + count(s2, "trial_runs"), "verdicts": 4}[table]
-        assert count(merged, table) == shards + extra, table
+        shards = count_rows(s1, table) + count_rows(s2, table)
+        extra = {"runs": 0, "trial_runs": count_rows(s1, "trial_runs") + count_rows(s2, "trial_runs"), "verdicts": 4}[table]
+        assert count_rows(merged, table) == shards + extra, table
     assert main(["report", "--store", str(merged)]) == 0
     assert "house-format on custom/test-model: HELPS" in capsys.readouterr().out
 
@@ -129,39 +123,9 @@ def test_shards_started_from_the_unsharded_store_replay_its_runs(
     assert main(["merge", *map(str, shards), "-o", str(merged), "--fail-on", "never"]) == 0
     assert verdicts_of(merged, trial_prefix="merge-") == expected
     # The shards share the unsharded store's rows: merged, each is there once.
-    assert count(merged, "runs") == count(whole, "runs")
+    assert count_rows(merged, "runs") == count_rows(whole, "runs")
     # Merging the same shards again (in another order) changes nothing but the merge trial.
     again = pytester.path / "again.db"
     assert main(["merge", str(shards[1]), str(shards[0]), str(shards[1]), "-o", str(again), "--fail-on", "never"]) == 0
     assert verdicts_of(again, trial_prefix="merge-") == expected
-    assert count(again, "runs") == count(merged, "runs")
-
-
-def test_merge_refuses_to_overwrite_and_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    a = tmp_path / "a.db"
-    Store(a).close()
-    out = tmp_path / "out.db"
-    out.write_text("precious")
-    assert main(["merge", str(a), "-o", str(out)]) == 2
-    assert "exists; pass --force" in capsys.readouterr().err and out.read_text() == "precious"
-    assert main(["merge", str(a), "-o", str(out), "--force"]) == 0
-    assert count(out, "trials") == 1  # the merge trial itself
-    assert main(["merge", str(tmp_path / "missing.db"), "-o", str(tmp_path / "x.db")]) == 2
-    assert "no such store" in capsys.readouterr().err
-    junk = tmp_path / "junk.db"
-    junk.write_bytes(b"not a database" * 100)
-    with pytest.raises(MergeError, match="not a usable skill-court store"):
-        merge_stores([junk], tmp_path / "y.db")
-    assert not (tmp_path / "y.db").exists()
-    with pytest.raises(MergeError, match="also an input"):
-        merge_stores([a, out], out, force=True)
-    assert main(["merge", "--help"]) == 0
-    assert "exit status 3" in " ".join(capsys.readouterr().out.split())
-
-
-def test_tasks_mine_is_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tasks", "mine", "--help"]) == 0
-    assert "state.db" in capsys.readouterr().out
-    assert main(["tasks", "mine", "--hermes-home", str(tmp_path)]) == 1
-    assert "no Hermes session database there" in capsys.readouterr().err
-    assert main(["tasks"]) == 2  # a tasks command is required
+    assert count_rows(again, "runs") == count_rows(merged, "runs")

@@ -44,12 +44,10 @@ from pytest_skillcourt.gateway import (
     MESSAGES,
     RESPONSES,
     SANDBOX_SOCKET,
-    CallRecord,
     Gateway,
     RunLimits,
     UnixListener,
     forwarder_argv,
-    to_transcript,
 )
 from tests.support.agent_clis import claude_env, codex_env, require_claude, require_codex
 from tests.support.llm_server import LLMServer, Reply, ToolCall, sequence
@@ -203,7 +201,6 @@ def test_stream_reaches_the_agent_as_it_arrives(gateway: Gateway) -> None:
         _HeldStream.go.set()
         upstream.shutdown()
         upstream.server_close()
-
 
 
 def test_closing_the_run_cuts_its_stream(gateway: Gateway) -> None:
@@ -557,23 +554,6 @@ def test_responses_streamed_and_not_with_function_calls(server: LLMServer, gatew
     assert transcript[-1]["content"] == "finished"
     assert server.chat_requests(api="responses")[0].headers["authorization"] == f"Bearer {REAL_KEY}"
     assert_token_never_upstream(server, grant.token)
-
-
-def test_transcript_keeps_each_message_once_across_calls() -> None:
-    def record(request: dict[str, Any], reply: dict[str, Any], api: str = CHAT) -> CallRecord:
-        return CallRecord(index=0, api=api, method="POST", path="/v1/chat/completions", started_at="",
-                          model_call=True, status=200, request=request, reply=reply)
-
-    call = {"id": "c1", "type": "function", "function": {"name": "skill_view", "arguments": '{"name": "a"}'}}
-    first = record({"messages": USER}, {"role": "assistant", "content": "", "tool_calls": [call]})
-    # The agent resends the assistant turn reformatted (content None): still the same message.
-    second = record({"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [call]},
-                                  {"role": "tool", "tool_call_id": "c1", "content": "body"}]},
-                    {"role": "assistant", "content": "ok"})
-    refused = CallRecord(index=2, api=CHAT, method="POST", path="/", started_at="", request={"messages": [
-        {"role": "user", "content": "never answered"}]}, refused="model_calls")
-    transcript = to_transcript([first, second, refused])
-    assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "assistant"]
 
 
 # -- hostile input -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_clis import CODEX_LISTING, codex_env, codex_skill_listing, require_codex
-from tests.support.llm_server import RESPONSES, LLMServer, RecordedRequest, Reply, ToolCall, sequence, turn
+from tests.support.llm_server import RESPONSES, LLMServer, Reply, ToolCall, sequence, turn
 
 TOOLS = [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}]
 
@@ -24,11 +24,6 @@ def _client(server: LLMServer):
     import openai
 
     return openai.OpenAI(base_url=server.base_url, api_key="test-key", max_retries=0, timeout=10)
-
-
-def _request(items: list, **body: object) -> RecordedRequest:
-    full = {"model": "m", "input": items, **body}
-    return RecordedRequest("POST", "/v1/responses", {}, full, "m", items, [], False, RESPONSES)
 
 
 def test_text_reply_non_streaming(server: LLMServer) -> None:
@@ -88,31 +83,6 @@ def test_errors_have_the_openai_shape(server: LLMServer) -> None:
     with pytest.raises(openai.RateLimitError) as caught:
         _client(server).responses.create(model="m", input="x")
     assert caught.value.body["message"] == "slow down"
-
-
-def test_instructions_developer_items_outputs_and_results_are_read() -> None:
-    items = [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "perms"}]},
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "skills"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "question"}]},
-        {"type": "reasoning", "summary": []},
-        {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
-        {"type": "function_call", "call_id": "c2", "name": "other", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c1", "output": "out one"},
-        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "out two"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "partial"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]},
-    ]
-    request = _request(items, instructions="base")
-    assert request.system == "base\n\nperms\n\nskills"
-    assert request.last_user == "again"
-    assert request.tool_results() == [
-        {"tool_call_id": "c1", "name": "exec_command", "content": "out one"},
-        {"tool_call_id": "c2", "name": "other", "content": "out two"},
-    ]
-    assert turn(request) == 2  # reasoning + two calls is one reply; the assistant message another
-    assert request.texts() == ["base\n\nperms\n\nskills", "question", "partial", "again"]
-    assert turn(_request([])) == 0
 
 
 def test_one_script_drives_responses_turn_by_turn(server: LLMServer) -> None:

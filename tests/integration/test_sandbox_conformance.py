@@ -14,13 +14,7 @@ from typing import Iterator, Mapping
 
 import pytest
 
-from pytest_skillcourt.sandbox import (
-    ExecResult,
-    Sandbox,
-    SandboxError,
-    SandboxSpec,
-    open_sandbox,
-)
+from pytest_skillcourt.sandbox import ExecResult, Sandbox, SandboxError, SandboxSpec, open_sandbox
 from pytest_skillcourt.sandbox import capture as capture_mod
 from pytest_skillcourt.sandbox.base import TRUNCATION_MARKER
 from pytest_skillcourt.sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
@@ -392,17 +386,6 @@ def test_resolve_backend_named(backend: str) -> None:
     assert resolve_backend(backend) == backend
 
 
-def test_missing_bwrap_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_skillcourt.sandbox import SandboxUnavailable, local
-
-    monkeypatch.setattr(local, "_probe_result", None)
-    monkeypatch.setattr(local.shutil, "which", lambda name: None)
-    assert "apt-get install bubblewrap" in local.probe()
-    assert "--skill-court-sandbox docker" in local.probe()
-    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
-        open_sandbox("local", SandboxSpec())
-
-
 def test_bwrap_without_namespaces_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
     import tempfile
@@ -426,13 +409,6 @@ def test_bwrap_without_namespaces_is_reported(monkeypatch: pytest.MonkeyPatch) -
     assert "cannot create its namespaces" in reason
     assert "No permissions to creating new namespace" in reason
     assert "unprivileged_userns_clone" in reason
-
-
-def test_local_image_id_describes_the_host() -> None:
-    from pytest_skillcourt.sandbox import image_id
-
-    ident = image_id("local", None)
-    assert ident.startswith("local:") and ident == image_id("local", "ignored")
 
 
 @pytest.mark.docker

@@ -7,11 +7,16 @@ tool results), so the plugin's own code path is exercised for real.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sqlite3
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
+from pytest_skillcourt.options import AgentChoice, FailOn, Settings
+from pytest_skillcourt.quarantine import QuarantineEntry
+from pytest_skillcourt.records import ANSWERED, RunRecord
 from tests.support.llm_server import RecordedRequest, Reply, ToolCall, turn
 
 
@@ -113,3 +118,46 @@ def junit_properties(xml_path: Path) -> dict[str, dict[str, str]]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+def settings(root: Path, **changes: Any) -> Settings:
+    """A session's settings as plain values, rooted at ``root`` (skills in ``root/skills``,
+    the store and quarantine file beside them): the built-in agent on the test model in a
+    local sandbox; ``changes`` replace single fields."""
+    base = Settings(
+        rootdir=root, skills_dir=root / "skills", suite_dirs=("skills_tests",), models=("custom/test-model",),
+        base_url="http://127.0.0.1:9/v1", agent=AgentChoice.BUILTIN, hermes_profile=None, sandbox="local",
+        image="img", timeout=60.0, tasks=6, fail_on=FailOn.HURTS, judge_model=None, judge_tokens=1000,
+        keep_sandboxes=False, store=root / "court.db", fresh=False, budget=1.0, allow_unpriced=True, prices={},
+        disabled=(), apply=False, quarantine=root / "q.json", json_path=None, early_stop=True, shard=None,
+        memory_mb=2048, pids=256, cpus=1.0)
+    return dataclasses.replace(base, **changes)
+
+
+def run_record(run_id: str, key: str = "k", *, trial: str = "t1", status: str = ANSWERED,
+               outcome: bool | None = True, cost: float | None = 0.01, task: str = "a",
+               arm: str = "with", tokens: int = 100) -> RunRecord:
+    """One run of skill ``s`` (suite ``skills_tests/s.yaml``) on ``custom/m``, as the store keeps it."""
+    return RunRecord(run_id=run_id, cache_key=key, trial=trial, skill="s", suite="skills_tests/s.yaml",
+                     task_id=task, arm=arm, rep=1, model="custom/m", status=status, outcome=outcome,
+                     cost_usd=cost, priced=cost is not None, input_tokens=tokens, output_tokens=0)
+
+
+def trial_entry(skill: str, model: str, **changes: Any) -> QuarantineEntry:
+    """A quarantine entry a trial set (a HURTS verdict with its cause); ``changes`` replace fields."""
+    fields: dict[str, Any] = dict(
+        skill=skill, model=model, skill_hash="sha256:" + "a" * 64, verdict="hurts",
+        reason="success fell from 100% to 0% (3 tasks)", cause="told to round", line="Round to tens.",
+        set_by="trial", trial="t-1", since="2026-11-30T12:00:00Z",
+    )
+    fields.update(changes)
+    return QuarantineEntry(**fields)
+
+
+def count_rows(db: Path, table: str) -> int:
+    """The number of rows in ``table`` of the SQLite file ``db``."""
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    finally:
+        conn.close()

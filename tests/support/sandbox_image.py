@@ -104,6 +104,14 @@ def require_hermes() -> str:
     return found
 
 
+def require_guard() -> None:
+    """Skip (or, with SKILL_COURT_REQUIRE_HERMES=1, fail) without Hermes' skills_guard,
+    the scanner appeals run on every draft."""
+    from pytest_skillcourt.appeal import guard_available
+
+    _skip_or_fail(guard_available() or "", "SKILL_COURT_REQUIRE_HERMES")
+
+
 def import_rootfs(tag: str, rootfs_tar: bytes, what: str) -> None:
     """``docker import`` a rootfs tarball as ``tag`` unless the engine has it."""
     import docker.errors

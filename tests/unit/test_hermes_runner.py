@@ -1,71 +1,24 @@
-"""The ``hermes`` runner: the per-run profile clone, and real ``hermes -z`` runs in Docker.
+"""The ``hermes`` runner's pieces that need neither Hermes nor Docker: the per-run profile
+clone, its environment and labels, the status of a run, and whether it loaded the skill
+(from a state.db written by Hermes' own ``SessionDB``).
 
-The clone tests need neither Hermes nor Docker.  The end-to-end test runs
-``pytest --skill-court --skill-court-agent hermes --skill-court-sandbox docker``
-in a pytester folder against the local test server: real Hermes, real
-containers (busybox plus a static bash, ``tests/support/hermes_image.py``).
-
-Skipping rule as for Docker (``tests/support/sandbox_image.py``): ``require_hermes()``
-skips without the ``hermes`` CLI unless ``SKILL_COURT_REQUIRE_HERMES=1``.
+Real ``hermes -z`` runs in containers are in ``tests/integration/test_hermes_runner.py``
+and ``tests/e2e/test_hermes_runner.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pytest_skillcourt.agent import hermes_runner as hr
-from pytest_skillcourt.agent.client import ModelSpec
-from pytest_skillcourt.options import (AgentChoice, FailOn, Settings)
-from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
-from tests.support.builders import ini, junit_properties, task, write_skill, write_suite
-from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
-from tests.support.sandbox_image import require_docker, require_hermes
-
-SKILL = "house-format"
-DISABLED_MESSAGE = ("Skill 'house-format' is disabled. Enable it with `hermes skills` or inspect "
-                    "the files directly on disk.")
-
-
-# -- the clone (no Hermes, no Docker) ----------------------------------------------
-
-
-def make_settings(tmp: Path, profile: Path | None, *, disabled: tuple[str, ...] = ()) -> Settings:
-    return Settings(
-        rootdir=tmp, skills_dir=tmp / "skills", suite_dirs=("skills_tests",), models=("custom/m",),
-        base_url="http://127.0.0.1:9/v1", agent=AgentChoice.HERMES, hermes_profile=profile,
-        sandbox="docker", image="img", timeout=60.0, tasks=6, fail_on=FailOn.HURTS,
-        judge_model=None, judge_tokens=1000, keep_sandboxes=False, store=tmp / "court.db",
-        fresh=False, budget=1.0, allow_unpriced=True, prices={}, disabled=disabled, apply=False,
-        quarantine=tmp / "q.json", json_path=None, early_stop=True, shard=None, memory_mb=512,
-        pids=64, cpus=1.0)
-
-
-def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, ...] = (),
-             base_url: str = "http://127.0.0.1:9/v1", timeout: float = 60.0,
-             prompt: str = "Question 1") -> RunContext:
-    lib_root = tmp / "skills"
-    write_skill(lib_root, SKILL, "How we format totals")
-    write_skill(lib_root / "tools", "other-tip", "A harmless tip", body="Use printf.")
-    (lib_root / "tools" / "other-tip" / "scripts").mkdir(exist_ok=True)
-    (lib_root / "tools" / "other-tip" / "scripts" / "run.sh").write_text("echo hi\n")
-    library = load_library(lib_root)
-    suite = Suite(path=tmp / "skills_tests" / f"{SKILL}.yaml", skill=SKILL,
-                  tasks=(Task(id="t1", prompt=prompt),), timeout=timeout)
-    model = ModelSpec(label="custom/m", provider="custom", name="m", base_url=base_url,
-                      api_key="the-run-key")
-    return RunContext(settings=make_settings(tmp, profile, disabled=disabled), library=library,
-                      suite=suite, suite_rel=f"skills_tests/{SKILL}.yaml", task=suite.tasks[0],
-                      arm=arm, rep=1, model=model, trial="t", backend="docker", image="img",
-                      image_id="sha256:x")
+from tests.support.builders import write_skill
+from tests.support.hermes_setups import SKILL, make_ctx
 
 
 def write_profile(root: Path) -> Path:
@@ -201,19 +154,6 @@ def test_labels_are_unique_per_run_and_valid_hermes_profile_names() -> None:
     assert re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", a[hr.LABEL_PROFILE])
 
 
-def test_local_backend_is_refused_with_the_fix(tmp_path: Path) -> None:
-    from pytest_skillcourt.sandbox.base import SandboxSpec
-    from tests.support.sandbox_image import require_bwrap
-
-    assert "--skill-court-sandbox docker" in hr.hermes_reason("local")
-    require_bwrap()
-    from pytest_skillcourt.sandbox.local import open_local
-
-    with open_local(SandboxSpec()) as sb:
-        with pytest.raises(hr.HermesUnavailable, match=r"needs the docker sandbox, got 'local'"):
-            hr.run_hermes_agent(make_ctx(tmp_path, None, "with"), sb)
-
-
 @pytest.mark.parametrize("exit_code, timed_out, answer, usage, expected", [
     (0, False, "42", {"api_calls": 1, "input_tokens": 5, "output_tokens": 1, "completed": True,
                       "failed": False}, "answered"),
@@ -300,197 +240,3 @@ def test_the_hermes_runner_is_registered_with_its_labels_and_check() -> None:
     assert runner is hr.RUNNER and runner.name == "hermes"
     assert runner.labels("run-a") == hr.hermes_sandbox_labels("run-a")
     assert runner.check("local") == hr.hermes_reason("local")
-
-
-# -- end to end: real Hermes in real containers ------------------------------------
-
-
-@pytest.fixture
-def hermes_image() -> str:
-    require_hermes()
-    require_docker()
-    from tests.support.hermes_image import ensure_hermes_image
-
-    return ensure_hermes_image()
-
-
-def question(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question " in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
-
-
-def scripted_model(host_marker: str):
-    """Turn 0: skill_view of the skill (a model that knows the name).  Turn 1:
-    a terminal command writing /workspace/out.txt (right when the skill
-    loaded, wrong otherwise) and a marker file that must stay off the host.
-    Turn 2: the answer."""
-
-    def handler(request: RecordedRequest) -> Reply:
-        t = turn(request)
-        if t == 0:
-            return Reply(tool_calls=(ToolCall("skill_view", {"name": SKILL}),), input_tokens=100,
-                         output_tokens=10)
-        if t == 1:
-            view = json.loads(request.tool_results()[-1]["content"])
-            value = f"TOTAL-{question(request)}" if view.get("success") else f"total {question(request)}00"
-            command = f"printf '%s\\n' '{value}' > /workspace/out.txt && touch {host_marker} && cat out.txt"
-            return Reply(tool_calls=(ToolCall("terminal", {"command": command}),), input_tokens=100,
-                         output_tokens=10)
-        return Reply(content="done", input_tokens=100, output_tokens=10)
-
-    return handler
-
-
-@pytest.mark.hermes
-@pytest.mark.docker
-@pytest.mark.slow
-def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image: str,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both arms of each task run at once (-n 2): two Hermes processes, each
-    attached to its own container by its own profile label."""
-    from pytest_skillcourt.sandbox.docker import client
-
-    pytest.importorskip("xdist")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
-    monkeypatch.setenv("HERMES_YOLO_MODE", "1")
-    host_marker = f"/tmp/skillcourt-hermes-e2e-{uuid.uuid4().hex}"
-    before = set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*"))
-    profile = pytester.path / "hermes-profile"
-    profile.mkdir()
-    (profile / "SOUL.md").write_text("You are the PROFILE-SOUL-MARKER agent.\n")
-    with LLMServer(scripted_model(host_marker)) as server:
-        write_skill(pytester.path / "skills", SKILL, "How we format totals in this team",
-                    body="Write totals as TOTAL-<n>.")
-        write_skill(pytester.path / "skills", "other-tip", "A harmless tip about shells")
-        write_suite(pytester.path, SKILL, [
-            task(f"t{i}", f"Question {i}: write the total to out.txt.",
-                 f'grep -qx "TOTAL-{i}" /workspace/out.txt') for i in (1, 2, 3)])
-        pytester.makefile(".ini", pytest=ini(server.base_url))
-        result = pytester.runpytest_subprocess(
-            "-n", "2", "--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-            "--skill-court-agent", "hermes", "--skill-court-sandbox", "docker",
-            "--skill-court-image", hermes_image, "--skill-court-hermes-profile", str(profile),
-            timeout=600)
-        requests = server.chat_requests()
-    result.assert_outcomes(passed=7)
-    result.stdout.fnmatch_lines(["*house-format*HELPS*100%*0%*"])
-    props = junit_properties(pytester.path / "junit.xml")
-    with_run = props[f"skills_tests.{SKILL}.yaml::t1[with]"]
-    assert with_run["outcome"] == "success" and with_run["skill_loaded"] == "true"
-    assert int(with_run["tokens"]) == 330  # 3 calls of 100 + 10, summed from Hermes' usage file
-    assert props[f"skills_tests.{SKILL}.yaml::t1[without]"]["outcome"] == "failure"
-    # The terminal ran in the sandbox (the check found out.txt there), never on the host.
-    assert not os.path.exists(host_marker) and not os.path.exists("/workspace/out.txt")
-    # Without arm: the skill is missing from the prompt and skill_view is refused, Hermes' way.
-    first = [r for r in requests if turn(r) == 0]
-    assert len(first) == 6
-    with_sys = [r.system for r in first if f"- {SKILL}" in r.system]
-    without_sys = [r.system for r in first if f"- {SKILL}" not in r.system]
-    assert len(with_sys) == 3 and len(without_sys) == 3
-    assert all(SKILL not in s for s in without_sys)
-    assert all("other-tip" in s and "PROFILE-SOUL-MARKER" in s for s in with_sys + without_sys)
-    views = [json.loads(r.tool_results()[0]["content"]) for r in requests if turn(r) == 1]
-    refused = [v for v in views if not v.get("success")]
-    assert len(refused) == 3 and all(v["error"] == DISABLED_MESSAGE for v in refused)
-    # The user's environment stayed out: no fake key on the wire.
-    assert all("sk-must-not-leak" not in json.dumps(r.headers) for r in requests)
-    # Everything is cleaned up: clones and containers.
-    assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
-    left = client().api.containers(all=True, filters={"label": hr.LABEL_PROFILE})
-    assert [c for c in left if c["Labels"][hr.LABEL_PROFILE].startswith(hr.PROFILE_PREFIX)] == []
-
-
-@pytest.fixture
-def labelled_sandbox(hermes_image: str):
-    """A docker sandbox carrying the labels run.py puts on hermes runs."""
-    from pytest_skillcourt.sandbox.base import SandboxSpec
-    from pytest_skillcourt.sandbox.docker import open_docker
-
-    run_id = f"direct-{uuid.uuid4().hex}"
-    with open_docker(SandboxSpec(image=hermes_image, labels=hr.hermes_sandbox_labels(run_id),
-                                 name_hint="hermes-direct")) as sandbox:
-        yield sandbox
-
-
-@pytest.mark.hermes
-@pytest.mark.docker
-def test_host_workspace_never_reaches_the_prompt(tmp_path: Path, labelled_sandbox,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """When the host has its own /workspace, Hermes (which reads AGENTS.md from
-    terminal.cwd on the host) is given the clone's empty folder, linked to
-    /workspace in the sandbox: commands still run in /workspace."""
-    host_ws = tmp_path / "host-workspace"
-    host_ws.mkdir()
-    (host_ws / "AGENTS.md").write_text("HOST-AGENTS-MARKER: never show this to the agent\n")
-    monkeypatch.setattr(hr, "WORKSPACE", str(host_ws))  # "the host has a /workspace"
-    labelled_sandbox.write_files({"/workspace/in.txt": b"from the sandbox\n"})
-
-    def handler(request: RecordedRequest) -> Reply | str:
-        if turn(request) == 0:
-            return Reply(tool_calls=(ToolCall("terminal", {"command": "pwd -P && cat in.txt > out.txt"}),))
-        return "copied"
-
-    prompt = "--help is not an option here: copy in.txt to out.txt"
-
-    with LLMServer(handler) as server:
-        ctx = make_ctx(tmp_path, None, "with", base_url=server.base_url, prompt=prompt)
-        result = hr.run_hermes_agent(ctx, labelled_sandbox)
-        requests = server.chat_requests()
-    assert result.status == "answered" and result.answer == "copied", result.error
-    assert requests[0].last_user == prompt
-    assert "HOST-AGENTS-MARKER" not in requests[0].system
-    assert labelled_sandbox.read_file("/workspace/out.txt") == b"from the sandbox\n"
-    tool = json.loads(requests[1].tool_results()[0]["content"])
-    assert tool["output"].strip() == "/workspace" and tool["exit_code"] == 0
-    # The transcript, OpenAI-shaped, from the clone's state.db.
-    roles = [m["role"] for m in result.transcript]
-    assert roles == ["system", "user", "assistant", "tool", "assistant"]
-    call = result.transcript[2]["tool_calls"][0]
-    assert call["function"]["name"] == "terminal"
-    assert "pwd -P" in json.loads(call["function"]["arguments"])["command"]
-    assert result.transcript[3]["tool_call_id"] == call["id"] and result.transcript[3]["name"] == "terminal"
-    assert result.api_calls == 2 and result.input_tokens > 0 and result.cost_usd is None
-    assert not result.skill_loaded
-
-
-@pytest.mark.hermes
-@pytest.mark.docker
-def test_a_run_past_its_timeout_is_killed_and_cleaned_up(tmp_path: Path, labelled_sandbox) -> None:
-    import time
-
-    before = set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*"))
-    with LLMServer(lambda request: Reply(hang=True)) as server:
-        ctx = make_ctx(tmp_path, None, "with", base_url=server.base_url, timeout=15)
-        started = time.monotonic()
-        result = hr.run_hermes_agent(ctx, labelled_sandbox)
-        elapsed = time.monotonic() - started
-    assert result.status == "timeout" and result.answer == ""
-    assert 15 <= elapsed < 15 + hr.KILL_GRACE_S + 10
-    assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
-    assert labelled_sandbox.exec("true").ok  # the sandbox itself is run.py's to remove
-
-
-@pytest.mark.hermes
-@pytest.mark.docker
-def test_an_image_without_bash_is_refused_before_hermes_starts(tmp_path: Path, hermes_image: str) -> None:
-    from pytest_skillcourt.sandbox.base import SandboxSpec
-    from pytest_skillcourt.sandbox.docker import open_docker
-    from tests.support.sandbox_image import ensure_test_image
-
-    busybox = ensure_test_image()
-    with open_docker(SandboxSpec(image=busybox, labels=hr.hermes_sandbox_labels(uuid.uuid4().hex))) as sb:
-        ctx = make_ctx(tmp_path, None, "with")
-        with pytest.raises(hr.HermesUnavailable, match=r"has no bash.*--skill-court-image"):
-            hr.run_hermes_agent(ctx, sb)
-
-
-@pytest.mark.docker
-def test_a_sandbox_without_the_labels_is_a_harness_error(tmp_path: Path, hermes_image: str) -> None:
-    from pytest_skillcourt.sandbox.base import SandboxError, SandboxSpec
-    from pytest_skillcourt.sandbox.docker import open_docker
-
-    with open_docker(SandboxSpec(image=hermes_image)) as sb:
-        with pytest.raises(SandboxError, match=r"lacks the labels.*hermes_sandbox_labels"):
-            hr.run_hermes_agent(make_ctx(tmp_path, None, "with"), sb)

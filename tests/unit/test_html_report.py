@@ -1,133 +1,25 @@
-"""The HTML page of a trial: ``render_html`` on hand-made data, the data gathered
-from runs, an end-to-end ``--skill-court-html`` run, and a headless Chromium
-screenshot of the page."""
+"""The HTML page of a trial: ``render_html`` on hand-made data and the data gathered from
+runs.  An end-to-end ``--skill-court-html`` run and a headless Chromium screenshot of the
+page are in ``tests/e2e/test_html_report.py``."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_skillcourt.records import ANSWERED, INCOMPLETE, NO_OUTCOME, RunRecord
+from pytest_skillcourt.records import INCOMPLETE
 from pytest_skillcourt.report.html import (ANSWER_CHARS, PLOT_X0, PLOT_X1, TOKEN_AXIS_MAX, trial_data,
-                                           diff_plot, pair_entry, render_html, store_data, task_entries,
+                                           diff_plot, pair_entry, render_html, task_entries,
                                            token_plot)
 from pytest_skillcourt.trial import TrialResult, TrialRun
-from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
+from tests.support.html_sample import entry, judgment, pair_runs, rec, sample_data, verdict
 
 EVIL = "<script>alert('x')</script>"
-
-
-# --------------------------------------------------------------------------- hand-made data
-
-
-def verdict(kind: str, basis: str, line: str, *, diff_ci: tuple[float, float] | None,
-            mean: float, token_ci: tuple[float, float] | None, ratio: float | None,
-            hint: str | None = None, sw: float = 0.5, so: float = 0.5, n: int = 3,
-            n_judge: int = 0) -> dict[str, Any]:
-    """A verdict dict exactly as Verdict.to_dict() writes it."""
-    return Verdict(kind=VerdictKind(kind), basis=basis, line=line, n_tasks=n, n_pairs=n,
-                   n_check=n - n_judge, n_judge=n_judge, success_with=sw, success_without=so,
-                   wilson_with=(max(0.0, sw - 0.3), min(1.0, sw + 0.3)),
-                   wilson_without=(max(0.0, so - 0.3), min(1.0, so + 0.3)),
-                   mean_diff=mean, diff_ci=diff_ci, token_ratio=ratio, token_ci=token_ci,
-                   hint=hint, seed=42).to_dict()
-
-
-def rec(task: str, arm: str, rep: int = 1, *, outcome: bool | None = True, answer: str = "ok",
-        tokens: tuple[int, int] = (100, 20), needs_judge: bool = False, status: str = ANSWERED,
-        loaded: bool | None = None, error: str | None = None) -> RunRecord:
-    return RunRecord(run_id=f"r-{task}-{arm}-{rep}", cache_key="k", trial="T1", skill="s",
-                     suite="skills_tests/s.yaml", task_id=task, arm=arm, rep=rep, model="m",
-                     status=status, outcome=outcome, needs_judge=needs_judge, answer=answer,
-                     input_tokens=tokens[0], output_tokens=tokens[1],
-                     skill_loaded=(arm == "with") if loaded is None else loaded, error=error,
-                     check_exit=None if outcome is None else (0 if outcome else 1), duration_s=1.5)
-
-
-def entry(skill: str, v: dict[str, Any], runs: list[RunRecord], *, cause: dict[str, Any] | None = None,
-          judgments: list[dict[str, Any]] | None = None, prompts: dict[str, str] | None = None,
-          model: str = "m") -> dict[str, Any]:
-    """A verdict entry shaped like Outcome.to_dict() plus its tasks."""
-    judgments = judgments or []
-    return {
-        "skill": skill, "model": model, "suite": f"skills_tests/{skill}.yaml",
-        "nodeid": f"skills_tests/{skill}.yaml::verdict[{model}]", "skill_hash": "sha256:abc",
-        "suite_hash": "sha256:def", "verdict": v, "cached_runs": 2, "fresh_runs": len(runs) - 2,
-        "spend_usd": 0.0123, "failed": v["kind"] == "HURTS", "cause": cause, "judgments": judgments,
-        "first_tasks": [], "made_at": "2026-01-02T03:04:05Z",
-        "tasks": task_entries([TrialRun(r, i % 3 == 0) for i, r in enumerate(runs)], judgments,
-                              prompts or {}),
-    }
-
-
-def judgment(task: str, winner: str | None, *, reasons: tuple[str, str] = ("A is right", "B is right"),
-             picks: tuple[str, str] = ("A", "B"), order: tuple[str, str] = ("with", "without"),
-             error: str | None = None) -> dict[str, Any]:
-    return {"task": task, "rep": 1, "winner": winner, "picks": list(picks), "reasons": list(reasons),
-            "order": list(order), "judge_model": "judge-m", "input_tokens": 300, "output_tokens": 20,
-            "error": error, "prompt_version": "1"}
-
-
-def pair_runs(outcomes: list[tuple[bool, bool]], **kw: Any) -> list[RunRecord]:
-    out = []
-    for i, (w, wo) in enumerate(outcomes, 1):
-        out += [rec(f"t{i}", "with", outcome=w, **kw), rec(f"t{i}", "without", outcome=wo, **kw)]
-    return out
-
-
-def sample_data() -> dict[str, Any]:
-    """One verdict of each kind, a judged pair, a cut answer, a no-outcome run."""
-    helps = entry("csv-helper", verdict("HELPS", "success", "success rose from 0% to 100% (3 tasks)",
-                                         diff_ci=(0.45, 1.0), mean=1.0, token_ci=(0.9, 1.3), ratio=1.08,
-                                         sw=1.0, so=0.0),
-                  pair_runs([(True, False)] * 3), prompts={"t1": "Sum the sales column of sales.csv."})
-    hurts_runs = pair_runs([(False, True)] * 3)
-    hurts_runs[0].answer = "The total is " + "9" * 1200
-    hurts = entry("house-format", verdict("HURTS", "success", "success fell from 100% to 0% (3 tasks)",
-                                           diff_ci=(-1.0, -0.5), mean=-1.0, token_ci=(1.4, 3.0), ratio=2.05,
-                                           sw=0.0, so=1.0),
-                  hurts_runs,
-                  cause={"cause": "the skill says to round totals to hundreds", "line":
-                         "Always round totals to the nearest hundred.", "input_tokens": 1,
-                         "output_tokens": 1, "prompt_version": "1"})
-    cost = entry("verbose-tips", verdict("HURTS", "tokens", "tokens x2.40 [1.90, 3.10] at equal success (4 tasks)",
-                                          diff_ci=(-0.2, 0.2), mean=0.0, token_ci=(1.9, 3.1), ratio=2.4,
-                                          n=4), pair_runs([(True, True)] * 4))
-    judged_runs = [rec("j1", "with", outcome=None, needs_judge=True, answer="TOTAL-1"),
-                   rec("j1", "without", outcome=None, needs_judge=True, answer="total 100"),
-                   rec("j2", "with", outcome=None, needs_judge=True),
-                   rec("j2", "without", outcome=None, status=NO_OUTCOME, error="capture failed: tar exit 2"),
-                   rec("j3", "with", outcome=None, needs_judge=True),
-                   rec("j3", "without", outcome=None, needs_judge=True)]
-    neutral = entry("shell-tips", verdict("NEUTRAL", "no-difference",
-                                           "no clear difference: success 67% vs 67%, diff +0.00 [-0.60, +0.60]",
-                                           diff_ci=(-0.6, 0.6), mean=0.0, token_ci=(0.7, 1.4), ratio=1.0,
-                                           hint="about 9 more tasks like these would decide", n=2, n_judge=2),
-                    judged_runs,
-                    judgments=[judgment("j1", "with", picks=("A", "B"), order=("with", "without"),
-                                        reasons=("A gives TOTAL-1 as asked", "B gives TOTAL-1 as asked")),
-                               judgment("j3", "tie", picks=("tie", "A"), reasons=("both fine", "A a bit better"))])
-    inconclusive = entry("rare-skill", verdict("INCONCLUSIVE", "too-few-tasks",
-                                                "only 2 tasks with an outcome in both arms (needs 3)",
-                                                diff_ci=None, mean=0.5, token_ci=None, ratio=None,
-                                                hint="needs 1 more task with an outcome in both arms", n=2),
-                         pair_runs([(True, False), (True, True)]))
-    return {"version": 1, "trial": "20260102T030405-abcd1234", "started_at": "2026-01-02T03:00:00Z",
-            "generated_at": "2026-01-02T03:05:00Z", "models": ["m", "other-m"], "sandbox": "docker",
-            "agent": "builtin", "judge_model": None, "store": ".skill-court/court.db", "spend_usd": 0.05,
-            "early_stop_skipped_runs": 0, "errors": [],
-            "quarantine": {"file": ".skill-court/quarantine.json", "set": [{"skill": "house-format", "model": "m"}],
-                           "lifted": []},
-            "verdicts": [helps, hurts, cost, neutral, inconclusive]}
 
 
 # --------------------------------------------------------------------------- parsing helpers
@@ -416,71 +308,6 @@ def test_minimal_and_bad_data() -> None:
         render_html({"trial": "t", "verdicts": {"a": 1}})
 
 
-# --------------------------------------------------------------------------- end to end
-
-
-ANSWER_CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
-SKILL_LINE = "Write totals as <b>hundreds</b> <script>alert('skill')</script>."
-
-
-def test_html_report_end_to_end(pytester: pytest.Pytester, server: Any) -> None:
-    """A HURTS trial with ``--skill-court-html``: the page holds the verdict, the
-    cause and the SKILL.md line (escaped), the pairs and answers; the same page
-    comes back from the store."""
-    from tests.support.builders import ini, loading_agent, task, write_skill, write_suite
-    from tests.support.llm_server import RecordedRequest, Reply
-    from tests.support.sandbox_image import require_bwrap
-
-    require_bwrap()
-
-    def number(request: RecordedRequest) -> str:
-        for msg in request.messages:
-            if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-                return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-        return "?"
-
-    agent = loading_agent("house-format", lambda r: f"total {number(r)}00 <script>alert('answer')</script>",
-                          lambda r: f"TOTAL-{number(r)}")
-
-    def handler(request: RecordedRequest) -> Reply:
-        if not request.tools:  # the cause finder
-            return Reply(content=json.dumps({"cause": "the rule <script>alert('cause')</script> on hundreds "
-                                                      "misled the model", "line": SKILL_LINE}))
-        return agent(request)
-
-    server.set_handler(handler)
-    write_skill(pytester.path / "skills", "house-format", "How we format totals", body=SKILL_LINE)
-    write_suite(pytester.path, "house-format",
-                [task(f"t{i}", f"Question {i}: give the total.", ANSWER_CHECK.format(value=f"TOTAL-{i}"))
-                 for i in range(1, 4)])
-    pytester.makefile(".ini", pytest=ini(server.base_url))
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--skill-court-html", "report.html")
-    result.assert_outcomes(passed=6, failed=1)
-    result.stdout.fnmatch_lines(["*generated html report: *report.html*"])
-    page = (pytester.path / "report.html").read_text(encoding="utf-8")
-    assert '<p class="line">HURTS: success fell from 100% to 0% (3 tasks)</p>' in page
-    assert "house-format" in page and "test-model" in page
-    assert "the rule &lt;script&gt;alert(&#39;cause&#39;)&lt;/script&gt; on hundreds misled the model" in page
-    assert ("Write totals as &lt;b&gt;hundreds&lt;/b&gt; &lt;script&gt;alert(&#39;skill&#39;)"
-            "&lt;/script&gt;.") in page
-    assert "total 100 &lt;script&gt;alert(&#39;answer&#39;)&lt;/script&gt;" in page
-    assert "<script>alert" not in page and not re.search(r"https?://", page)
-    assert "Question 2: give the total." in page and page.count('class="pair-start"') == 3
-    assert "data-plot=\"diff\"" in page
-    # the same trial rendered later from the store
-    from pytest_skillcourt.store import Store
-
-    store = Store(pytester.path / ".skill-court" / "court.db", readonly=True)
-    try:
-        trial = store.trial_verdicts(re.search(r"trial ([\w-]+)", page).group(1))  # type: ignore[union-attr]
-        assert len(trial) == 1
-        again = render_html(store_data(store, trial[0]["trial"]))
-    finally:
-        store.close()
-    assert '<p class="line">HURTS: success fell from 100% to 0% (3 tasks)</p>' in again
-    assert again.count('class="pair-start"') == 3 and "misled the model" in again
-
-
 def test_trial_data_is_json_ready() -> None:
     """trial_data on a session with no verdict (nothing collected) still renders."""
     data = trial_data(TrialResult(trial="T9", outcomes=(), models=("m",), backend="local", agent="builtin",
@@ -489,51 +316,3 @@ def test_trial_data_is_json_ready() -> None:
     assert json.loads(json.dumps(data))["trial"] == "T9"
     assert data["started_at"] == "2026-01-01T00:00:00Z" and data["sandbox"] == "local"
     assert "T9" in render_html(data)
-
-
-# --------------------------------------------------------------------------- headless Chromium
-
-
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def screenshot(html_path: Path, png: Path, profile: Path, size: str = "1200,1600") -> subprocess.CompletedProcess:
-    exe = chromium()
-    assert exe is not None
-    return subprocess.run(
-        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size={size}",
-         html_path.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
-
-
-def test_chromium_renders_the_page(tmp_path: Path) -> None:
-    if chromium() is None:
-        if os.environ.get("SKILL_COURT_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("chromium is not installed but SKILL_COURT_REQUIRE_CHROMIUM=1 (apt-get install chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium); set SKILL_COURT_REQUIRE_CHROMIUM=1 "
-                    "to make this a failure")
-    page = tmp_path / "report.html"
-    page.write_text(render_html(sample_data()), encoding="utf-8")
-    png = tmp_path / "report.png"
-    done = screenshot(page, png, tmp_path / "profile")
-    assert done.returncode == 0, done.stderr[-2000:]
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1200, 1600)
-    try:
-        from PIL import Image
-    except ImportError:
-        return
-    with Image.open(png) as img:  # not a blank page: text and the verdict colours are drawn
-        colours = img.convert("RGB").getcolors(maxcolors=1 << 20) or []
-    assert len(colours) > 50
-    rgb = {c for _, c in colours}
-    assert (0xB9, 0x1C, 0x1C) in rgb and (0x1A, 0x7F, 0x37) in rgb  # HURTS red, HELPS green

@@ -1,5 +1,6 @@
 """The helpers every judge-model request shares (README "Judging tasks without a
-check"): markers and tags, strict JSON replies, the retry, the token budget."""
+check"): markers and tags, strict JSON replies, the token budget.  The structured ask
+and its retry against the test server: ``tests/integration/test_llm.py``."""
 
 from __future__ import annotations
 
@@ -9,32 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_skillcourt.agent.client import ChatClient, resolve_model
 from pytest_skillcourt.llm import (
     TokenBudget,
     UnreadableReply,
-    ask_structured,
     cut_middle,
     neutralise,
     parse_json_object,
     tagged,
 )
-from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 MARKER = "0123456789abcdef"
-MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": "data"}]
-
-
-def make_client(server: LLMServer) -> ChatClient:
-    spec = resolve_model("custom/judge", base_url=server.base_url, environ={})
-    return ChatClient(spec, max_retries=1, backoff_base=0.01)
-
-
-def parse_answer(text: str) -> str:
-    value = parse_json_object(text)
-    if not isinstance(value.get("answer"), str):
-        raise UnreadableReply(f'"answer" must be a string, got {value.get("answer")!r}')
-    return value["answer"]
 
 
 # --------------------------------------------------------------------------
@@ -120,48 +105,3 @@ def test_token_budget_is_thread_safe_and_caps():
 def test_token_budget_refuses_a_negative_limit():
     with pytest.raises(ValueError, match="limit >= 0"):
         TokenBudget(-1)
-
-
-# --------------------------------------------------------------------------
-# asking, against the local test server
-
-
-def test_ask_structured_retries_once_with_the_reply_and_a_note():
-    def handler(request: RecordedRequest) -> Reply:
-        if len(request.messages) == 2:
-            return Reply(content="the answer is 4", input_tokens=30, output_tokens=3)
-        return Reply(content='{"answer": "4"}', input_tokens=40, output_tokens=4)
-
-    budget = TokenBudget(None)
-    with LLMServer(handler) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, budget, who="tester")
-        requests = server.requests
-    assert (asked.value, asked.error, asked.budget_reached) == ("4", None, False)
-    assert (asked.input_tokens, asked.output_tokens, budget.used) == (70, 7, 77)
-    assert len(requests) == 2
-    assert requests[1].messages[2] == {"role": "assistant", "content": "the answer is 4"}
-    assert "could not be read" in requests[1].messages[3]["content"]
-
-
-def test_ask_structured_names_who_failed_after_two_unreadable_replies():
-    with LLMServer(lambda r: Reply(content="no", input_tokens=5, output_tokens=1)) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, None, who="tester")
-        n = len(server.requests)
-    assert asked.value is None and n == 2
-    assert asked.error.startswith("tester reply unreadable after 2 attempt(s): ")
-    assert (asked.input_tokens, asked.output_tokens) == (10, 2)
-
-
-def test_ask_structured_records_a_provider_error():
-    with LLMServer(lambda r: Reply(status=401, error_message="nope")) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, None, who="tester")
-    assert asked.value is None and asked.error.startswith("tester provider error (auth): ")
-
-
-def test_ask_structured_does_not_ask_once_the_budget_is_spent():
-    budget = TokenBudget(10)
-    budget.charge(10)
-    with LLMServer(lambda r: Reply(content='{"answer": "x"}')) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, budget)
-        assert server.requests == []
-    assert asked.budget_reached and asked.error == budget.reason()

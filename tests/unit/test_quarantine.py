@@ -1,9 +1,9 @@
-"""The quarantine file: merge rules, atomic locked writes, user edits, bad files."""
+"""The quarantine file: merge rules, atomic locked writes, user edits, bad files (eight processes
+writing at once: ``tests/integration/test_quarantine.py``)."""
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
 from pathlib import Path
@@ -23,18 +23,9 @@ from pytest_skillcourt.quarantine import (
     read_entries,
     release,
 )
+from tests.support.builders import trial_entry
 
 SCHEMA = Path(q.__file__).parent / "schemas" / "quarantine.schema.json"
-
-
-def trial_entry(skill: str, model: str, **changes: Any) -> QuarantineEntry:
-    fields: dict[str, Any] = dict(
-        skill=skill, model=model, skill_hash="sha256:" + "a" * 64, verdict="hurts",
-        reason="success fell from 100% to 0% (3 tasks)", cause="told to round", line="Round to tens.",
-        set_by="trial", trial="t-1", since="2026-11-30T12:00:00Z",
-    )
-    fields.update(changes)
-    return QuarantineEntry(**fields)
 
 
 def keys(entries: list[QuarantineEntry]) -> set[tuple[str, str, str]]:
@@ -269,32 +260,6 @@ def test_a_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.
         q.quarantine(path, "t")
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.json", "q.json.lock"]
-
-
-def _writer(path: str, worker: int, count: int, start: Any) -> None:
-    start.wait()
-    for i in range(count):
-        if i % 3 == 2:
-            q.quarantine(Path(path), f"hand-{worker}-{i}", model=f"model-{worker}")
-        else:
-            apply_trial(Path(path), hurts=[trial_entry(f"skill-{worker}-{i}", f"model-{worker}")], cleared=[])
-
-
-def test_eight_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "q.json"
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
-    workers, count = 8, 12
-    procs = [ctx.Process(target=_writer, args=(str(path), w, count, start)) for w in range(workers)]
-    for proc in procs:
-        proc.start()
-    start.set()
-    for proc in procs:
-        proc.join(120)
-    assert [proc.exitcode for proc in procs] == [0] * workers
-    entries = read_entries(path)
-    assert len(entries) == workers * count
-    assert len({e.skill for e in entries}) == workers * count
 
 
 # -- the JSON Schema ----------------------------------------------------------------------

@@ -1,17 +1,14 @@
 """A run's identity: everything that can change a run is in its cache key, and where it belongs.
 
-Unit tests build two run contexts from plain values that differ in one part
-only and require different keys (one test per part), plus the parts that
-must *not* replay a run (the session, a skill's body, the API key).  The
-end-to-end tests run two sessions against the local test server where only
-one part differs and require the second to replay; and a suite with two
-tasks of equal content to keep both tasks (README: "Store, cache and budget").
+Two run contexts built from plain values that differ in one part only must have
+different keys (one test per part); the parts that must *not* replay a run (the
+session, a skill's body, the API key) must not change it (README: "Store, cache and
+budget").  Sessions where one part differs are in ``tests/e2e/test_run_identity.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from pathlib import Path
 from typing import Callable
 
@@ -21,28 +18,13 @@ from pytest_skillcourt.agent import prompt as system_prompt
 from pytest_skillcourt.agent.client import ModelSpec
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.cache import run_key
-from pytest_skillcourt.options import AgentChoice, FailOn, Settings
+from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
-from tests.support.builders import ini, junit_properties, task, write_skill, write_suite
-from tests.support.llm_server import LLMServer, RecordedRequest, Reply
+from tests.support.builders import settings, write_skill
 
 SKILL = "house-format"
 SUITE_REL = f"skills_tests/{SKILL}.yaml"
-
-
-# -- unit: run_key on contexts built from plain values -------------------------------------------
-
-
-def make_settings(tmp: Path) -> Settings:
-    return Settings(
-        rootdir=tmp, skills_dir=tmp / "skills", suite_dirs=("skills_tests",),
-        models=("custom/test-model",), base_url="http://127.0.0.1:9/v1", agent=AgentChoice.BUILTIN,
-        hermes_profile=None, sandbox="local", image="img", timeout=60.0, tasks=6,
-        fail_on=FailOn.HURTS, judge_model=None, judge_tokens=1000, keep_sandboxes=False,
-        store=tmp / "court.db", fresh=False, budget=1.0, allow_unpriced=True, prices={},
-        disabled=(), apply=False, quarantine=tmp / "q.json", json_path=None, early_stop=True,
-        shard=None, memory_mb=2048, pids=256, cpus=1.0, max_iterations=30)
 
 
 def make_ctx(tmp: Path) -> RunContext:
@@ -57,7 +39,7 @@ def make_ctx(tmp: Path) -> RunContext:
     suite = Suite(path=tmp / SUITE_REL, skill=SKILL, tasks=(the_task,), setup="true")
     model = ModelSpec(label="custom/test-model", provider="custom", name="test-model",
                       base_url="http://127.0.0.1:9/v1", api_key="key-1")
-    return RunContext(settings=make_settings(tmp), library=load_library(tmp / "skills"),
+    return RunContext(settings=settings(tmp), library=load_library(tmp / "skills"),
                       suite=suite, suite_rel=SUITE_REL, task=the_task, arm="with", rep=1,
                       model=model, trial="trial-1", backend="local", image="img",
                       image_id="sha256:aaa")
@@ -185,98 +167,3 @@ def test_what_does_not_replay_a_run(part: str, tmp_path: Path) -> None:
         (moved / "data.csv").write_bytes((ctx.task.fixtures / "data.csv").read_bytes())
         other = with_task(ctx, fixtures=moved)
     assert run_key(other) == key
-
-
-# -- end to end: a second session where only one part differs replays -----------------------------
-
-CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
-
-
-def answer(request: RecordedRequest) -> Reply:
-    """Every task's right answer at once (the number after ``Question``)."""
-    number = request.last_user.split("Question ", 1)[1].split(":", 1)[0]
-    return Reply(content=f"TOTAL-{number}", input_tokens=100, output_tokens=20)
-
-
-def one_task_library(pytester: pytest.Pytester, base_url: str) -> None:
-    write_skill(pytester.path / "skills", SKILL, "How we format totals")
-    write_suite(pytester.path, SKILL, [task("t1", "Question 1: give the total.",
-                                            CHECK.format(value="TOTAL-1"))])
-    pytester.makefile(".ini", pytest=ini(base_url, sandbox="local"))
-
-
-def court(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, str]]:
-    """One session; the JUnit properties of its run items."""
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-                                "--skill-court-fail-on", "never", *args)
-    result.assert_outcomes(passed=3)
-    return {k: p for k, p in junit_properties(pytester.path / "junit.xml").items()
-            if p.get("skill_court_run")}
-
-
-def cached(runs: dict[str, dict[str, str]]) -> list[str]:
-    return sorted(p["cached"] for p in runs.values())
-
-
-@pytest.mark.parametrize("part, option", [
-    ("model", ["--skill-court-model", "custom/other-model"]),
-    ("timeout", ["--skill-court-timeout", "61"]),
-    ("memory", ["--skill-court-memory", "1024"]),
-], ids=["model", "timeout", "memory"])
-def test_a_session_differing_in_one_part_replays(part: str, option: list[str], pytester: pytest.Pytester,
-                                                 server: LLMServer, bwrap_ok: None) -> None:
-    server.set_handler(answer)
-    one_task_library(pytester, server.base_url)
-    assert cached(court(pytester)) == ["false", "false"]
-    assert cached(court(pytester)) == ["true", "true"]  # unchanged: both runs reused
-    calls = len(server.chat_requests())
-    assert cached(court(pytester, *option)) == ["false", "false"], f"{part} changed, runs reused"
-    assert len(server.chat_requests()) == calls + 2
-    if part == "model":
-        assert {r.model for r in server.chat_requests()[calls:]} == {"other-model"}
-
-
-def test_another_endpoint_replays(pytester: pytest.Pytester, server: LLMServer, bwrap_ok: None) -> None:
-    server.set_handler(answer)
-    one_task_library(pytester, server.base_url)
-    assert cached(court(pytester)) == ["false", "false"]
-    with LLMServer(answer) as other:
-        assert cached(court(pytester, "--skill-court-base-url", other.base_url)) == ["false", "false"]
-        assert len(other.chat_requests()) == 2
-
-
-def test_tasks_of_equal_content_keep_their_own_runs(pytester: pytest.Pytester, server: LLMServer,
-                                                    bwrap_ok: None) -> None:
-    """Two tasks with the same prompt and check (and a third): two fresh runs each, recorded
-    apart, both counted by the verdict; the next session reuses each task's own runs."""
-    server.set_handler(answer)
-    write_skill(pytester.path / "skills", SKILL, "How we format totals")
-    same = {"prompt": "Question 1: give the total.", "check": CHECK.format(value="TOTAL-1")}
-    write_suite(pytester.path, SKILL, [task("t1", **same), task("t1-again", **same),
-                                       task("t3", "Question 3: give the total.",
-                                            CHECK.format(value="TOTAL-3"))])
-    pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
-    args = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-            "--skill-court-fail-on", "never", "--skill-court-no-early-stop"]
-    for session, want_cached in ((1, "false"), (2, "true")):
-        pytester.runpytest(*args).assert_outcomes(passed=7)
-        props = junit_properties(pytester.path / "junit.xml")
-        runs = {k.split("::", 1)[1]: p for k, p in props.items() if p.get("skill_court_run")}
-        assert sorted(runs) == sorted(f"{t}[{arm}]" for t in ("t1", "t1-again", "t3")
-                                      for arm in ("with", "without"))
-        assert {p["cached"] for p in runs.values()} == {want_cached}, session
-        assert len({p["skill_court_run"] for p in runs.values()}) == 6, session
-        assert props[f"skills_tests.{SKILL}.yaml::verdict[test-model]"]["tasks"] == "3", session
-        assert len(server.chat_requests()) == 6  # the second session asked nothing
-    db = sqlite3.connect(pytester.path / ".skill-court" / "court.db")
-    rows = db.execute("SELECT trial, task_id, arm, run_id, cached FROM trial_runs").fetchall()
-    by_trial: dict[str, list[tuple[str, str, str, int]]] = {}
-    for trial, task_id, arm, run_id, was_cached in rows:
-        by_trial.setdefault(trial, []).append((task_id, arm, run_id, was_cached))
-    assert len(by_trial) == 2
-    for used in by_trial.values():
-        assert sorted((t, a) for t, a, _, _ in used) == sorted(
-            (t, a) for t in ("t1", "t1-again", "t3") for a in ("with", "without"))
-        assert len({r for _, _, r, _ in used}) == 6
-    records = db.execute("SELECT task_id, arm FROM runs").fetchall()
-    assert sorted(records) == sorted((t, a) for t in ("t1", "t1-again", "t3") for a in ("with", "without"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +83,6 @@ def test_frontmatter_a_bad_date_falls_back_as_hermes_does() -> None:
     assert parse_frontmatter(text) == ({"name": "a", "created": "2024-13-45"}, "body\n")
     hermes = pytest.importorskip("agent.skill_utils")
     assert parse_frontmatter(text) == hermes.parse_frontmatter(text)
-
-
-def load_quietly(root: Path) -> Library:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LibraryWarning)
-        return load_library(root)
 
 
 def agree(library: Library, name: str) -> dict[str, bytes]:
@@ -230,23 +223,3 @@ def test_an_unzipped_macosx_folder_is_no_second_skill(tmp_path: Path) -> None:
     make(tmp_path, "s", "name: s")
     make(tmp_path, "__MACOSX/s", "name: s")
     assert load_library(tmp_path).names() == ["s"]
-
-
-def test_a_binary_skill_md_fails_only_its_own_suite(pytester: pytest.Pytester) -> None:
-    skills = pytester.path / "skills"
-    make(skills, "good", "name: good\ndescription: fine")
-    (skills / "bad").mkdir()
-    (skills / "bad" / "SKILL.md").write_bytes(b"---\nname: bad\n---\n\x89PNG\r\n\x1a\n\0\0")
-    (pytester.path / "skills_tests").mkdir()
-    for name in ("good", "bad"):
-        (pytester.path / "skills_tests" / f"{name}.yaml").write_text(
-            f"skill: {name}\ntasks:\n  - {{id: a, prompt: p, check: 'true'}}\n")
-    pytester.makefile(".ini", pytest="[pytest]\nskill_court_skills = skills\nskill_court_sandbox = local\n")
-    result = pytester.runpytest("--skill-court", "--skill-court-model", "ollama/qwen2.5:7b",
-                                "--collect-only", "-q", "-p", "no:cacheprovider")
-    out = result.stdout.str()
-    assert "skills_tests/good.yaml::a[with]" in out and "skills_tests/good.yaml::verdict" in out, out
-    assert "skills_tests/bad.yaml::" not in out.replace("ERROR skills_tests/bad.yaml", "")
-    assert ("bad.yaml:1: skill: the skill 'bad' is left out of the library: "
-            f"{skills}/bad/SKILL.md: cannot be read as UTF-8 text") in out, out
-    assert "1 error" in out

@@ -1,26 +1,17 @@
-"""The SQLite store: migrations, concurrent writers, crash safety, the cache lookup, clear errors."""
+"""The SQLite store: migrations, the cache lookup, spend, verdicts, clear errors (concurrent writers and
+crash safety, with real processes, are in ``tests/integration/test_store.py``)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import signal
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.records import ANSWERED, NO_ANSWER, RunRecord
+from pytest_skillcourt.records import NO_ANSWER
 from pytest_skillcourt.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
-
-
-def record(run_id: str, key: str = "k", *, trial: str = "t1", status: str = ANSWERED,
-           outcome: bool | None = True, cost: float | None = 0.01, task: str = "a",
-           arm: str = "with", tokens: int = 100) -> RunRecord:
-    return RunRecord(run_id=run_id, cache_key=key, trial=trial, skill="s", suite="skills_tests/s.yaml",
-                     task_id=task, arm=arm, rep=1, model="custom/m", status=status, outcome=outcome,
-                     cost_usd=cost, priced=cost is not None, input_tokens=tokens, output_tokens=0)
+from tests.support.builders import run_record
 
 
 def test_fresh_store_is_wal_at_current_version(tmp_path: Path) -> None:
@@ -75,10 +66,10 @@ def test_corrupt_store_names_the_file_and_the_fix_and_is_left_alone(tmp_path: Pa
 
 def test_cache_reuses_only_runs_with_an_outcome_newest_first(tmp_path: Path) -> None:
     store = Store(tmp_path / "court.db")
-    store.record_run(record("r1", "key", outcome=False), trial="t1", cached=False)
+    store.record_run(run_record("r1", "key", outcome=False), trial="t1", cached=False)
     time.sleep(1.1)  # created_at has one-second resolution; the newest must win
-    store.record_run(record("r2", "key", outcome=True), trial="t1", cached=False)
-    store.record_run(record("r3", "other", status=NO_ANSWER, outcome=None), trial="t1", cached=False)
+    store.record_run(run_record("r2", "key", outcome=True), trial="t1", cached=False)
+    store.record_run(run_record("r3", "other", status=NO_ANSWER, outcome=None), trial="t1", cached=False)
     hit = store.cached_run("key")
     assert hit is not None and hit.run_id == "r2" and hit.outcome is True
     assert store.cached_run("other") is None  # no outcome: never reused
@@ -87,68 +78,16 @@ def test_cache_reuses_only_runs_with_an_outcome_newest_first(tmp_path: Path) -> 
 
 def test_spend_and_unpriced_are_per_session(tmp_path: Path) -> None:
     store = Store(tmp_path / "court.db")
-    store.record_run(record("a", cost=0.25), trial="t1", cached=False)
-    store.record_run(record("b", cost=None, tokens=50), trial="t1", cached=False)
-    store.record_run(record("c", cost=1.0, trial="t0"), trial="t0", cached=False)
+    store.record_run(run_record("a", cost=0.25), trial="t1", cached=False)
+    store.record_run(run_record("b", cost=None, tokens=50), trial="t1", cached=False)
+    store.record_run(run_record("c", cost=1.0, trial="t0"), trial="t0", cached=False)
     # A cached run used by t1 costs t1 nothing: its spend belongs to the session that made it.
-    store.record_run(record("c", cost=1.0, trial="t0"), trial="t1", cached=True)
+    store.record_run(run_record("c", cost=1.0, trial="t0"), trial="t1", cached=True)
     store.record_judgment("j", trial="t1", with_run="a", without_run="b", data={"winner": "tie"},
                           cost_usd=0.5)
     assert store.spend("t1") == pytest.approx(0.75)
     assert store.unpriced_models("t1") == ["custom/m"]
     assert store.unpriced_models("t0") == []
-
-
-def _writer(path: str, worker: int, n: int) -> None:
-    store = Store(Path(path))
-    for i in range(n):
-        rec = record(f"w{worker}-{i}", f"key-{worker}-{i}", task=f"t{worker}-{i}", trial="shared")
-        store.record_run(rec, trial="shared", cached=False)
-    store.close()
-
-
-def test_eight_concurrent_writers_lose_no_row(tmp_path: Path) -> None:
-    path = tmp_path / "court.db"
-    Store(path).close()
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(str(path), w, 60)) for w in range(8)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    db = sqlite3.connect(path)
-    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 480
-    assert db.execute("SELECT COUNT(DISTINCT run_id) FROM trial_runs").fetchone()[0] == 480
-
-
-def _half_writer(path: str, ready: "mp.synchronize.Event") -> None:
-    store = Store(Path(path))
-    with store._write() as db:  # the transaction record_run uses, left open
-        db.execute("INSERT INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, "
-                   "status, outcome, cacheable, created_at, data) VALUES "
-                   "('half', 'hk', 't', 's', 'x', 'a', 'with', 1, 'm', 'answered', 1, 1, 'now', '{}')")
-        ready.set()
-        time.sleep(60)
-
-
-def test_a_writer_killed_mid_transaction_leaves_nothing_half_written(tmp_path: Path) -> None:
-    path = tmp_path / "court.db"
-    store = Store(path)
-    store.record_run(record("done", "dk"), trial="t", cached=False)
-    ctx = mp.get_context("fork")
-    ready = ctx.Event()
-    proc = ctx.Process(target=_half_writer, args=(str(path), ready))
-    proc.start()
-    assert ready.wait(30) and proc.pid is not None
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(10)
-    # The lock dies with the process: the next writer goes ahead at once.
-    store.record_run(record("after", "ak"), trial="t", cached=False)
-    assert store.cached_run("hk") is None
-    assert {r.run_id for r in store.runs_by_id(["done", "half", "after"]).values()} == {"done", "after"}
-    assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_latest_verdicts_per_skill_and_per_suite(tmp_path: Path) -> None:

@@ -1,0 +1,21 @@
+"""Garbage usage numbers from the provider (the test server) are no traceback (issue 17,
+finding 8)."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_skillcourt.agent.client import ChatClient, resolve_model
+from tests.support.llm_server import LLMServer, Reply
+
+
+def test_garbage_usage_from_the_provider_is_no_traceback(server: LLMServer) -> None:
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "hello"}}],
+            "usage": {"prompt_tokens": "abc", "completion_tokens": -500, "total_tokens": "x",
+                      "cost": "free"}}
+    server.set_handler(lambda request: Reply(raw_body=json.dumps(body).encode()))
+    result = ChatClient(resolve_model("custom/m", base_url=server.base_url)).chat(
+        [{"role": "user", "content": "hi"}])
+    assert (result.content, result.input_tokens, result.output_tokens, result.cost_usd) == ("hello", 0, 0, None)

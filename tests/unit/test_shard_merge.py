@@ -1,0 +1,43 @@
+"""``skill-court merge`` (README "CI") on stores made by hand: what it refuses, and the
+``tasks mine`` command's wiring.  Shards of a real session merged: ``tests/e2e/test_shard_merge.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_skillcourt.cli import main
+from pytest_skillcourt.merge import MergeError, merge_stores
+from pytest_skillcourt.store import Store
+from tests.support.builders import count_rows
+
+
+def test_merge_refuses_to_overwrite_and_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = tmp_path / "a.db"
+    Store(a).close()
+    out = tmp_path / "out.db"
+    out.write_text("precious")
+    assert main(["merge", str(a), "-o", str(out)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err and out.read_text() == "precious"
+    assert main(["merge", str(a), "-o", str(out), "--force"]) == 0
+    assert count_rows(out, "trials") == 1  # the merge trial itself
+    assert main(["merge", str(tmp_path / "missing.db"), "-o", str(tmp_path / "x.db")]) == 2
+    assert "no such store" in capsys.readouterr().err
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(MergeError, match="not a usable skill-court store"):
+        merge_stores([junk], tmp_path / "y.db")
+    assert not (tmp_path / "y.db").exists()
+    with pytest.raises(MergeError, match="also an input"):
+        merge_stores([a, out], out, force=True)
+    assert main(["merge", "--help"]) == 0
+    assert "exit status 3" in " ".join(capsys.readouterr().out.split())
+
+
+def test_tasks_mine_is_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "mine", "--help"]) == 0
+    assert "state.db" in capsys.readouterr().out
+    assert main(["tasks", "mine", "--hermes-home", str(tmp_path)]) == 1
+    assert "no Hermes session database there" in capsys.readouterr().err
+    assert main(["tasks"]) == 2  # a tasks command is required
