@@ -111,10 +111,13 @@ class ProviderError(Exception):
     ``auth``, ``credit``, ``bad_request``, ``bad_response``.
     """
 
-    def __init__(self, message: str, *, kind: str, status: int | None = None):
+    def __init__(self, message: str, *, kind: str, status: int | None = None,
+                 retry_after: float | None = None):
         super().__init__(message)
         self.kind = kind
         self.status = status
+        #: seconds the provider asked to wait (``Retry-After`` / ``retry-after-ms``), if it said
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,8 @@ class ChatResult:
 
 
 RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
+#: The longest wait a provider's Retry-After can impose on one retry (seconds).
+MAX_RETRY_AFTER = 120.0
 
 
 @dataclass
@@ -144,7 +149,10 @@ class ChatClient:
     """Chat completions with retries and exponential backoff (with jitter).
 
     Retries 429, 5xx, time-outs and dropped connections up to ``max_retries``
-    times; auth, credit and bad-request errors fail at once.
+    times, waiting at least what the provider's ``Retry-After`` (or
+    ``retry-after-ms``) asks, up to ``MAX_RETRY_AFTER``; auth, credit and
+    bad-request errors fail at once.  The SDK's own retries stay off so that
+    the classification and the caller's deadline decide.
     """
 
     spec: ModelSpec
@@ -153,6 +161,8 @@ class ChatClient:
     backoff_base: float = 1.0
     backoff_cap: float = 30.0
     sleep: Callable[[float], None] = time.sleep
+    #: told of every wait before a retry (seconds, the error), e.g. to show it in progress
+    on_wait: Callable[[float, "ProviderError"], None] | None = None
     _client: Any = field(default=None, init=False, repr=False)
 
     def _sdk(self) -> Any:
@@ -203,8 +213,12 @@ class ChatClient:
                     raise
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
                 delay *= 0.5 + random.random() / 2
+                if err.retry_after is not None:  # the provider's own word wins over our guess
+                    delay = max(delay, min(err.retry_after, MAX_RETRY_AFTER))
                 if deadline is not None and time.monotonic() + delay >= deadline:
                     raise
+                if self.on_wait is not None:
+                    self.on_wait(delay, err)
                 self.sleep(delay)
 
     def _once(self, kwargs: dict[str, Any], deadline: float | None) -> ChatResult:
@@ -226,6 +240,33 @@ class ChatClient:
         return _to_result(resp)
 
 
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            value = float(ms) / 1000
+            return value if math.isfinite(value) and value >= 0 else None
+        raw = headers.get("retry-after")
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(str(raw))
+        except (TypeError, ValueError):
+            return None
+        value = when.timestamp() - time.time()
+    return max(0.0, value) if math.isfinite(value) else None
+
+
 def _status_error(err: Any) -> ProviderError:
     status = getattr(err, "status_code", None)
     text = str(getattr(err, "message", err))[:300]
@@ -239,7 +280,8 @@ def _status_error(err: Any) -> ProviderError:
         kind = "server"
     else:
         kind = "bad_request"
-    return ProviderError(f"HTTP {status}: {text}", kind=kind, status=status)
+    wait = retry_after(getattr(getattr(err, "response", None), "headers", None))
+    return ProviderError(f"HTTP {status}: {text}", kind=kind, status=status, retry_after=wait)
 
 
 def _to_result(resp: Any) -> ChatResult:

@@ -256,6 +256,8 @@ class Reply:
     # Default "tool_calls" if tool_calls else "stop"; messages maps these to
     # "tool_use"/"end_turn" ("length" to "max_tokens") and sends any other value as is.
     finish_reason: str | None = None
+    #: extra response headers of an error reply (e.g. ``{"Retry-After": "2"}``)
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def _text_of(content: Any, separator: str = "") -> str:
@@ -667,8 +669,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, content_type: str = "application/json",
+              headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -777,7 +782,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(reply.status, reply.raw_body, ctype)
             return
         if reply.status != 200:
-            self._send(reply.status, _error_body(reply.status, reply.error_message, request.api))
+            self._send(reply.status, _error_body(reply.status, reply.error_message, request.api),
+                       headers=reply.headers)
             return
         if request.api == MESSAGES:
             self._answer_messages(request, reply)
