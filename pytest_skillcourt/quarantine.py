@@ -15,12 +15,21 @@ The Hermes plugin (``pytest_skillcourt.hermes``) only reads it.
 
 Rules this module keeps:
 
-- **Model names** compare by :func:`model_key`: case-insensitive, provider
-  prefix dropped.  The key is the part after the *last* ``/``, so
+- **Model names** compare by :func:`model_key`: case-folded, provider prefix
+  dropped.  The key is the part after the *last* ``/``, so
   ``openai/GPT-4.1-mini``, ``gpt-4.1-mini`` and ``azure/gpt-4.1-mini`` are one
-  model, and ``openrouter/meta-llama/llama-3`` is ``llama-3``.  A ``:`` is kept
-  (``ollama/qwen2.5:7b`` is ``qwen2.5:7b``: the tag names a different model).
-  ``"*"`` means every model.
+  model, and ``openrouter/meta-llama/llama-3`` is ``llama-3``.  A ``provider:``
+  prefix goes too when the part before the ``:`` is a provider name
+  (:data:`PROVIDER_PREFIXES`) and the part after is not an Ollama tag
+  (``openai:gpt-4.1-mini`` is ``gpt-4.1-mini``); any other ``:`` is part of the
+  name (``ollama/qwen2.5:7b`` is ``qwen2.5:7b``, ``mistral:7b`` stays: the tag
+  names a different model).  ``"*"`` means every model.
+- **Dated snapshots** (:func:`model_matches`): an entry for
+  ``gpt-4.1-mini`` also hides the skill from ``gpt-4.1-mini-2025-04-14`` and an
+  entry for ``claude-sonnet-4-5`` from ``claude-sonnet-4-5-20250929`` (a
+  suffix ``-YYYY-MM-DD`` or ``-YYYYMMDD``); an entry for a dated snapshot hides
+  it from that snapshot only.  The most specific entry wins: the snapshot's own,
+  then the undated one, then ``"*"``.
 - **Identity** of an entry is ``(skill, model_key(model))``; skill names
   compare exactly, as Hermes compares them.
 - **Merging**: every write takes an inter-process lock (``flock`` on the side
@@ -48,9 +57,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pytest_skillcourt.atomic import write_atomic, write_target
 from pytest_skillcourt.clock import utc_now
@@ -117,8 +128,8 @@ class QuarantineEntry:
         return self.model.strip() == ALL_MODELS
 
     def hides_from(self, model: str) -> bool:
-        """True when this entry hides its skill from ``model``."""
-        return self.every_model or model_key(self.model) == model_key(model)
+        """True when this entry hides its skill from ``model`` (:func:`model_matches`)."""
+        return model_matches(self.model, model)
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as written to the file: known keys first, then the user's extra keys."""
@@ -129,17 +140,86 @@ class QuarantineEntry:
         return data
 
 
+#: Names before a ``:`` that are a provider, not part of the model's name
+#: (Hermes' ``provider:model`` syntax and the court's providers).
+PROVIDER_PREFIXES = frozenset({
+    "openai", "azure", "anthropic", "claude", "openrouter", "ollama", "ollama-cloud", "llamacpp",
+    "lmstudio", "vllm", "custom", "local", "nous", "openai-codex", "copilot", "github", "github-copilot",
+    "github-models", "gemini", "google", "google-gemini", "google-ai-studio", "vertex", "bedrock",
+    "deepseek", "deepinfra", "mistral", "groq", "together", "fireworks", "xai", "x-ai", "grok",
+    "zai", "z-ai", "glm", "zhipu", "kimi", "kimi-coding", "moonshot", "minimax", "qwen",
+    "dashscope", "alibaba", "novita", "nvidia", "nim", "cohere", "perplexity", "cerebras",
+})
+
+# What follows "name:" in an Ollama model tag ("qwen:0.5b", "mistral:7b-instruct-q4_0",
+# "llama3:latest"): the ":" is then part of the name, never a provider prefix (Hermes
+# reads such names the same way).  Whole words only: "chatgpt-4o-latest" is no tag.
+_OLLAMA_TAG = re.compile(
+    r"^(\d+(\.\d+)?[bmkt]|e\d+b|latest|stable|q\d\w*|fp?\d+|instruct|chat|coder|code|vision|text|base|mini)(?:$|[-_.])",
+    re.I,
+)
+
+# A dated snapshot: "gpt-4.1-mini-2025-04-14", "claude-sonnet-4-5-20250929".
+_DATED = re.compile(r"^(?P<base>.+?)-(?:(?P<y>(?:19|20)\d\d)-(?P<m>\d\d)-(?P<d>\d\d)|(?P<y2>(?:19|20)\d\d)(?P<m2>\d\d)(?P<d2>\d\d))$")
+
+
 def model_key(model: str) -> str:
-    """The name models are compared by: lower case, provider prefix dropped.
+    """The name models are compared by: case-folded, provider prefix dropped.
 
     The key is the text after the last ``/``: ``openai/GPT-4.1-mini`` ->
-    ``gpt-4.1-mini``, ``openrouter/meta-llama/llama-3`` -> ``llama-3``.  ``"*"``
-    stays ``"*"``.  Surrounding white space is ignored.
+    ``gpt-4.1-mini``, ``openrouter/meta-llama/llama-3`` -> ``llama-3``.  Then
+    a ``provider:`` prefix is dropped when the part before the first ``:`` is
+    in :data:`PROVIDER_PREFIXES` and the rest is not an Ollama tag:
+    ``openai:gpt-4.1-mini`` -> ``gpt-4.1-mini``, but ``qwen2.5:7b`` and
+    ``mistral:7b`` stay as they are.  ``"*"`` stays ``"*"``.  Surrounding
+    white space is ignored.  A dated snapshot keeps its date (it is a model of
+    its own; :func:`model_matches` relates it to the undated name).
     """
     text = model.strip()
     if text == ALL_MODELS:
         return ALL_MODELS
-    return text.rsplit("/", 1)[-1].strip().lower()
+    key = text.rsplit("/", 1)[-1].strip().casefold()
+    prefix, colon, rest = key.partition(":")
+    if colon and rest.strip() and prefix.strip() in PROVIDER_PREFIXES and not _OLLAMA_TAG.match(rest.strip()):
+        key = rest.strip()
+    return key
+
+
+def undated_key(key: str) -> str | None:
+    """The undated model a dated snapshot key belongs to, else None.
+
+    ``gpt-4.1-mini-2025-04-14`` and ``gpt-4.1-mini-20250414`` ->
+    ``gpt-4.1-mini``; a suffix that is no calendar date (``-2025-13-40``) is
+    not a snapshot date.
+    """
+    match = _DATED.match(key)
+    if match is None:
+        return None
+    month, day = int(match.group("m") or match.group("m2")), int(match.group("d") or match.group("d2"))
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    return match.group("base")
+
+
+def match_keys(model: str) -> tuple[str, ...]:
+    """The entry keys that hide a skill from ``model``, most specific first
+    (not counting ``"*"``): its own key, then the undated key of a snapshot."""
+    key = model_key(model)
+    base = undated_key(key)
+    return (key,) if base is None else (key, base)
+
+
+def model_matches(entry_model: str, model: str) -> bool:
+    """True when an entry written for ``entry_model`` applies to ``model``.
+
+    ``"*"`` applies to every model; otherwise the keys (:func:`model_key`)
+    are equal, or ``model`` is a dated snapshot (``-YYYY-MM-DD`` or
+    ``-YYYYMMDD``) of the undated ``entry_model``.  An entry for a snapshot
+    applies to that snapshot only.
+    """
+    if entry_model.strip() == ALL_MODELS:
+        return True
+    return model_key(entry_model) in match_keys(model)
 
 
 def default_path(rootdir: Path) -> Path:
@@ -276,18 +356,83 @@ def read_entries(path: Path) -> list[QuarantineEntry]:
 def find(entries: Sequence[QuarantineEntry], skill: str, model: str) -> QuarantineEntry | None:
     """The entry hiding ``skill`` from ``model``, if any.
 
-    An entry for that very model wins over a ``"*"`` entry (its reason is the
-    more specific one).
+    The most specific entry wins: one for that very model, then one for the
+    undated model of a dated snapshot, then a ``"*"`` entry (its reason is the
+    least specific); among equals the first in the file.  One lookup scans the
+    entries once; for many lookups build a :class:`QuarantineIndex`.
     """
-    every: QuarantineEntry | None = None
+    keys = match_keys(model)
+    best: QuarantineEntry | None = None
+    rank = len(keys)  # the rank of a "*" entry
     for entry in entries:
         if entry.skill != skill:
             continue
         if entry.every_model:
-            every = every or entry
-        elif model_key(entry.model) == model_key(model):
-            return entry
-    return every
+            if best is None:
+                best = entry
+            continue
+        key = model_key(entry.model)
+        if key in keys and keys.index(key) < rank:
+            best, rank = entry, keys.index(key)
+            if rank == 0:
+                return entry
+    return best
+
+
+class QuarantineIndex:
+    """The entries of one version of the file, indexed for lookups.
+
+    Built once per version of the file (linear in its entries); then
+    :meth:`find` costs a few dictionary lookups and :meth:`hidden` a merge
+    that is cached per model, so a reader that asks on every model call
+    (the Hermes plugin) does not pay for the size of the file each time.
+    Thread-safe.
+    """
+
+    #: How many models' :meth:`hidden` maps are kept.
+    CACHE_SIZE = 64
+
+    def __init__(self, entries: Iterable[QuarantineEntry]) -> None:
+        self.entries: tuple[QuarantineEntry, ...] = tuple(entries)
+        self._every: dict[str, QuarantineEntry] = {}
+        self._by_key: dict[str, dict[str, QuarantineEntry]] = {}
+        for entry in self.entries:
+            if entry.every_model:
+                self._every.setdefault(entry.skill, entry)
+            else:
+                self._by_key.setdefault(model_key(entry.model), {}).setdefault(entry.skill, entry)
+        self._lock = threading.Lock()
+        self._hidden: dict[tuple[str, ...], Mapping[str, QuarantineEntry]] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def find(self, skill: str, model: str | None) -> QuarantineEntry | None:
+        """As :func:`find`; ``model`` None (not known) sees only ``"*"`` entries."""
+        for key in match_keys(model) if model is not None else ():
+            entry = self._by_key.get(key, {}).get(skill)
+            if entry is not None:
+                return entry
+        return self._every.get(skill)
+
+    def hidden(self, model: str | None) -> Mapping[str, QuarantineEntry]:
+        """Skill name -> the entry hiding it from ``model`` (None: only ``"*"`` entries).
+
+        Do not change the returned mapping: it is shared.
+        """
+        keys = match_keys(model) if model is not None else ()
+        with self._lock:
+            cached = self._hidden.get(keys)
+            if cached is not None:
+                return cached
+        merged = dict(self._every)
+        for key in reversed(keys):  # the most specific key last: it wins
+            merged.update(self._by_key.get(key, {}))
+        with self._lock:
+            if len(self._hidden) >= self.CACHE_SIZE:
+                self._hidden.clear()
+            self._hidden[keys] = merged
+        return merged
 
 
 # -- writing ------------------------------------------------------------------
@@ -447,7 +592,8 @@ def release(path: Path, skill: str, *, model: str | None = None) -> list[Quarant
         doc = _read_document(target)
         removed = [e for e in doc.entries if e.skill == skill and (model is None or e.key[1] == model_key(model))]
         if removed:
-            kept = [e for e in doc.entries if not any(e is r for r in removed)]
+            gone = {id(e) for e in removed}
+            kept = [e for e in doc.entries if id(e) not in gone]
             _write_document(target, _Document(entries=kept, extra=doc.extra))
     return removed
 
