@@ -9,6 +9,7 @@ a worker: the controller produces their reports after every run (see
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Protocol
@@ -102,6 +103,11 @@ def param_node_id(parent: pytest.Collector, name: str) -> Any:
     return parent_id.child(base).with_params(params.removesuffix("]"))
 
 
+def with_settings(suite: Suite, settings: Settings) -> Suite:
+    """``suite`` as the session runs it: ``--skill-court-reps`` over its own ``reps``."""
+    return dataclasses.replace(suite, reps=settings.reps) if settings.reps else suite
+
+
 class SuiteFile(pytest.File):
     """One suite YAML file."""
 
@@ -129,9 +135,9 @@ class SuiteFile(pytest.File):
     def _items(self) -> Iterator[pytest.Item]:
         court = self.court
         library = court.library()
-        suite = load_suite(self.path, library.names(), library.broken())
-        court.remember_suite(suite)
         settings = court.settings
+        suite = with_settings(load_suite(self.path, library.names(), library.broken()), settings)
+        court.remember_suite(suite)
         models = settings.models
         ids = model_ids(models)
         reps = suite.reps or 1

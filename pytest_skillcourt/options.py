@@ -88,6 +88,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              f"no outcome (default {DEFAULT_TIMEOUT:.0f})")
     opt("tasks", "tasks per suite", metavar="N",
         help=f"take the first N tasks of each suite (default {DEFAULT_TASKS})")
+    opt("reps", "repetitions per task and arm (over the suites' reps)", metavar="R",
+        help="run each task R times in each arm, whatever the suites say (default: each "
+             "suite's reps, else 1)")
     opt("fail-on", "which verdicts fail: hurts, inconclusive or never", metavar="WHAT",
         choices=[c.value for c in FailOn],
         help="verdicts that fail their verdict item: hurts (default), inconclusive "
@@ -174,6 +177,8 @@ class Settings:
     cpus: float
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     html_path: Path | None = None
+    #: --skill-court-reps: repetitions for every suite (None: each suite's own, else 1)
+    reps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -205,6 +210,16 @@ def _number(raw: Any, name: str, default: float, *, kind: type = float, minimum:
             f"--skill-court-{name}: expected a number {'above' if strictly else 'of at least'} "
             f"{minimum:g}, got {raw!r}")
     return value
+
+
+def _reps(raw: Any) -> int | None:
+    """``--skill-court-reps``/ini ``skill_court_reps``: 1 to 100, or None when not given."""
+    if raw is None:
+        return None
+    reps = _number(raw, "reps", 1, kind=int)
+    if reps > 100:
+        raise pytest.UsageError(f"--skill-court-reps: expected a whole number from 1 to 100, got {raw!r}")
+    return int(reps)
 
 
 def parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
@@ -333,6 +348,7 @@ def load_settings(config: pytest.Config) -> Settings:
         image=_value(config, "image") or DEFAULT_IMAGE,
         timeout=_number(_value(config, "timeout"), "timeout", DEFAULT_TIMEOUT),
         tasks=_number(_value(config, "tasks"), "tasks", DEFAULT_TASKS, kind=int),
+        reps=_reps(_value(config, "reps")),
         fail_on=FailOn(_value(config, "fail_on") or "hurts"),
         judge_model=_value(config, "judge_model"),
         judge_tokens=_number(_value(config, "judge_tokens"), "judge-tokens", 2_000_000, kind=int),

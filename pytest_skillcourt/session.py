@@ -23,7 +23,7 @@ from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
 from .cache import run_key, still_valid
-from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem
+from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
 from .llm import TokenBudget
 from .options import Settings
@@ -98,7 +98,8 @@ class SkillCourt:
         if suite_rel not in self._suites:
             path = Path(suite_rel)
             path = path if path.is_absolute() else self.settings.rootdir / path
-            self._suites[suite_rel] = load_suite(path, self.library().names(), self.library().broken())
+            self._suites[suite_rel] = with_settings(
+                load_suite(path, self.library().names(), self.library().broken()), self.settings)
         return self._suites[suite_rel]
 
     def store(self) -> Store:
