@@ -39,9 +39,11 @@ miss committed sessions or read a torn page.  It is used only as a fallback
 when ``mode=ro`` cannot open the file and no ``-wal`` file exists (a database
 on a read-only medium), where nothing can be missed.
 
-Suites are written one file per skill (``<out>/<skill>.mined.yaml``), with
-check-less tasks (the judge scores them), merged into what is already there
-and replaced atomically.
+Mined tasks go into the skill's one suite in the library's suite folder (a
+hand-written one, one ``tasks add`` made, or ``<out>/<skill>.mined.yaml`` when
+it has none), so hand and mined tasks count in one verdict: check-less tasks
+(the judge scores them) appended to what is there, checked as a suite and
+replaced atomically (``suite_edit``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ from typing import Any, Iterable, Iterator, Sequence
 import yaml
 
 from pytest_skillcourt.atomic import write_atomic
+from pytest_skillcourt.layout import default_hermes_home, resolve
+from pytest_skillcourt.locks import locked
+from pytest_skillcourt.suite import SuiteError
+from pytest_skillcourt.suite_edit import (NEW_SUITE_HEADER, Document, SuiteEditError, check_text, dump, find_suites, leading_comments,
+                                          suite_filename, the_suite, with_tasks_appended)
 from pytest_skillcourt.transcript import message_text, parse_calls, skill_name
 
 __all__ = [
@@ -364,25 +371,20 @@ HEADER = """\
 # every task here and never re-adds a prompt it mined before (hashes below).
 """
 
+#: The line put above the prompt hashes in a suite ``tasks mine`` did not start
+#: (a hand-written one it merges into).
+SEEN_NOTE = ("# `skill-court tasks mine` merged tasks into this suite; it never re-adds a prompt "
+             "it mined before (hashes below).\n")
+
 #: Header lines listing the sha256 prefixes of every normalised prompt ever
 #: mined into the file, so a task the user deleted stays deleted.
 _SEEN_PREFIX = "# mined-prompts:"
 _SEEN_PER_LINE = 6
 
 _HEADER_FIRST_LINE = HEADER.splitlines()[0]
+#: The first line of a suite ``tasks add`` made: its header is ours too.
+_ADDED_FIRST_LINE = NEW_SUITE_HEADER.split("{", 1)[0]
 _ID = re.compile(r"^mined-(\d+)$")
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """SafeDumper that writes multi-line strings as ``|`` blocks."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_representer)
 
 
 def _prompt_hash(prompt: str) -> str:
@@ -390,7 +392,12 @@ def _prompt_hash(prompt: str) -> str:
 
 
 def _suite_filename(skill: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", skill) + ".mined.yaml"
+    return suite_filename(skill, ".mined.yaml")
+
+
+def _ours(line: str) -> bool:
+    """A leading comment line ``tasks mine`` wrote (the prompt hashes and their note)."""
+    return line.startswith(_SEEN_PREFIX) or line == SEEN_NOTE.rstrip("\n")
 
 
 def _load_existing(path: Path, skill: str) -> tuple[dict, list[dict], set[str], bool]:
@@ -419,37 +426,87 @@ def _load_existing(path: Path, skill: str) -> tuple[dict, list[dict], set[str], 
     tasks = data.get("tasks") or []
     lines = text.splitlines()
     seen: set[str] = set()
-    if lines and lines[0].startswith(_HEADER_FIRST_LINE):
-        # Our header is the leading comment block.
-        while lines and lines[0].startswith("#"):
-            if lines[0].startswith(_SEEN_PREFIX):
-                seen.update(lines[0][len(_SEEN_PREFIX):].split())
-            lines = lines[1:]
+    header = bool(lines) and lines[0].startswith((_HEADER_FIRST_LINE, _ADDED_FIRST_LINE))
+    body: list[str] = []
+    in_head = True
+    for line in lines:
+        if in_head and line.startswith("#"):
+            if line.startswith(_SEEN_PREFIX):
+                seen.update(line[len(_SEEN_PREFIX):].split())
+            if header or _ours(line):
+                continue  # our header is the whole leading comment block
+        elif line.strip():
+            in_head = False
+        body.append(line)
     # Any other comment (full-line or trailing) is the user's; " #" may also be
     # prompt text, which only costs an unneeded backup.
-    foreign = any(line.lstrip().startswith("#") or " #" in line for line in lines)
+    foreign = any(line.lstrip().startswith("#") or " #" in line for line in body)
     return data, tasks, seen, foreign
+
+
+def _seen_lines(seen: set[str]) -> str:
+    hashes = sorted(seen)
+    return "".join(f"{_SEEN_PREFIX} {' '.join(hashes[i:i + _SEEN_PER_LINE])}\n"
+                   for i in range(0, len(hashes), _SEEN_PER_LINE))
+
+
+def _with_seen(text: str, seen: set[str]) -> str:
+    """``text`` with its prompt-hash lines replaced by those of ``seen``: after our
+    header when it has one, else at the end of its leading comments, under
+    ``SEEN_NOTE``."""
+    head = leading_comments(text)
+    body = text[len(head):]
+    lines = [line for line in head.splitlines(keepends=True) if not _ours(line.rstrip("\n"))]
+    ours = lines and lines[0].startswith((_HEADER_FIRST_LINE, _ADDED_FIRST_LINE))
+    last = max((i for i, line in enumerate(lines) if line.startswith("#")), default=-1)
+    added = _seen_lines(seen) if ours else SEEN_NOTE + _seen_lines(seen)
+    return "".join(lines[:last + 1]) + added + "".join(lines[last + 1:]) + body
+
+
+def _suite_path(skill: str, out_dir: Path) -> Path:
+    """The skill's one suite under ``out_dir`` (hand-written or mined), else
+    ``<out>/<skill>.mined.yaml``.
+
+    Raises:
+        SuiteFileError: the skill has several suites there.
+    """
+    found = find_suites(out_dir)
+    try:
+        path = the_suite(found, skill)
+    except SuiteEditError as exc:
+        named = [p for p, _ in found.unreadable if p.name == _suite_filename(skill)]
+        if named and not found.of(skill):
+            return named[0]  # _load_existing says what is wrong with it
+        raise SuiteFileError(f"cannot merge mined tasks: {exc}") from None
+    return path if path is not None else Path(out_dir) / _suite_filename(skill)
 
 
 def write_suite(
     skill: str, tasks: Sequence[MinedTask], out_dir: Path, *, max_tasks: int = 20, source: str = "state.db"
 ) -> SuiteWrite:
-    """Merge ``tasks`` into ``out_dir/<skill>.mined.yaml`` and report what changed.
+    """Merge ``tasks`` into the skill's suite under ``out_dir`` and report what changed.
 
-    Existing tasks (with their ids, checks and edits) are always kept; new
-    requests are added, skipping prompts already present (normalised), until
-    the file holds ``max_tasks`` tasks; the most recent requests are preferred.
-    Ids are ``mined-001``, ... continuing after the highest one present.  The
-    file is untouched when nothing is added; otherwise it is replaced
-    atomically, and if it held comments we did not write, the old file is kept
-    as ``<name>.bak`` first (safe_dump cannot keep comments).
+    The suite is the skill's one suite file in the folder, whatever its name
+    (a hand-written ``<skill>.yaml``, one ``tasks add`` made, a mined one), so
+    mined and hand tasks count in one verdict; without one it is
+    ``out_dir/<skill>.mined.yaml``.  Existing tasks (with their ids, checks and
+    edits) are always kept; new requests are added after them, skipping prompts
+    already present (normalised), until the file holds ``max_tasks`` tasks; the
+    most recent requests are preferred.  Ids are ``mined-001``, ... continuing
+    after the highest one present.  The file is untouched when nothing is
+    added; otherwise the new tasks are appended in its text (the rest kept as
+    written, see ``suite_edit``), the result is checked as a suite, and it
+    replaces the file atomically.  If the file held comments we did not write,
+    the old file is kept as ``<name>.bak`` first.
 
     Raises:
-        SuiteFileError: the existing file is not a suite of this skill.
+        SuiteFileError: the existing file is not a suite of this skill, the
+            skill has several suites there, or the merged file would not be a
+            valid suite (nothing written).
     """
     if max_tasks < 1:
         raise ValueError(f"max_tasks: expected a positive number, got {max_tasks}")
-    path = Path(out_dir) / _suite_filename(skill)
+    path = _suite_path(skill, Path(out_dir))
     data: dict = {"skill": skill, "tasks": []}
     existing: list[dict] = []
     seen: set[str] = set()
@@ -481,23 +538,26 @@ def write_suite(
             number += 1
         new_entries.append({"id": f"mined-{number:03d}", "prompt": task.prompt})
         seen.add(_prompt_hash(task.prompt))
-    data = dict(data)
-    data.setdefault("skill", skill)
-    data["tasks"] = list(existing) + new_entries
-    # 'skill' first, 'tasks' last, anything the user added in between.
-    ordered = {"skill": data["skill"], **{k: v for k, v in data.items() if k not in ("skill", "tasks")}}
-    ordered["tasks"] = data["tasks"]
-    body = yaml.dump(ordered, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
-    hashes = sorted(seen)
-    seen_lines = "".join(
-        f"{_SEEN_PREFIX} {' '.join(hashes[i:i + _SEEN_PER_LINE])}\n" for i in range(0, len(hashes), _SEEN_PER_LINE)
-    )
+    if path.exists():
+        old = path.read_text(encoding="utf-8")
+        try:
+            edit = with_tasks_appended(Document.parse(old, path), new_entries, path)
+        except SuiteEditError as exc:
+            raise SuiteFileError(f"cannot merge mined tasks: {exc}") from None
+        text = _with_seen(edit.text, seen)
+    else:
+        text = HEADER.format(source=source, skill=skill) + _seen_lines(seen) + dump(
+            {"skill": data.get("skill", skill), "tasks": new_entries})
+    try:
+        check_text(path, text)
+    except SuiteError as exc:
+        raise SuiteFileError(f"mined tasks not merged, the result would not be a valid suite: {exc}") from None
     backup = None
     if path.exists() and foreign:
         backup = path.with_name(path.name + ".bak")
         write_atomic(backup, path.read_text(encoding="utf-8"))
-    write_atomic(path, HEADER.format(source=source, skill=skill) + seen_lines + body)
-    return SuiteWrite(skill, path, len(tasks), len(new_entries), len(data["tasks"]), backup)
+    write_atomic(path, text)
+    return SuiteWrite(skill, path, len(tasks), len(new_entries), len(existing) + len(new_entries), backup)
 
 
 def write_suites(mined: dict[str, list[MinedTask]], out_dir: Path, *, max_tasks: int = 20) -> list[Path]:
@@ -512,7 +572,7 @@ def write_suites(mined: dict[str, list[MinedTask]], out_dir: Path, *, max_tasks:
 
 
 def _default_hermes_home() -> Path:
-    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
+    return default_hermes_home()
 
 
 def add_parser(subparsers: Any, *, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -528,17 +588,25 @@ def add_parser(subparsers: Any, *, parents: Sequence[argparse.ArgumentParser] = 
         description=(
             "Read $HERMES_HOME/state.db read-only, find the user requests that made the agent "
             "call skill_view on each skill (not the turns that wrote the skill), de-duplicate "
-            "them and merge them as check-less tasks into OUT/<skill>.mined.yaml."
+            "them and merge them as check-less tasks into the skill's suite in the library's "
+            "suite folder (the same file `tasks add` and a hand-written suite use, so all its "
+            "tasks count in one verdict; <skill>.mined.yaml when it has none)."
         ),
     )
     parser.add_argument("skills", nargs="*", metavar="SKILL", help="skills to mine (default: every skill loaded)")
     parser.add_argument(
         "--hermes-home", type=Path, default=None, metavar="DIR",
-        help="Hermes home holding state.db (default: $HERMES_HOME, else ~/.hermes)",
+        help="Hermes home holding state.db, and the library unless --skills is given "
+             "(default: $HERMES_HOME, else ~/.hermes)",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("skills_tests") / "mined", metavar="DIR",
-        help="folder for the mined suites (default: skills_tests/mined)",
+        "--skills", type=Path, default=None, metavar="DIR", dest="skills_dir",
+        help="a library in a repository: its suites are skills_tests/ beside DIR",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, metavar="DIR",
+        help="suite folder to merge into (default: the library's: "
+             "$HERMES_HOME/plugin-data/skill-court/suites, or skills_tests/ beside --skills DIR)",
     )
     parser.add_argument("--max-tasks", type=int, default=20, metavar="N", help="most tasks per suite (default 20)")
     parser.set_defaults(func=run, court_handler=run)
@@ -551,20 +619,24 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tasks < 1:
         print(f"skill-court tasks mine: --max-tasks expected a positive number, got {args.max_tasks}", file=sys.stderr)
         return 2
+    where = resolve(hermes_home=Path(home), skills=getattr(args, "skills_dir", None))
+    out = args.out if args.out is not None else where.suites_dir
     try:
         mined = mine_requests(state_db, args.skills or None)
         if not mined:
             print(f"no skill_view calls found in {state_db}")
             return 0
-        for skill, tasks in mined.items():
-            if not tasks:
-                print(f"{skill}: 0 request(s) found")
-                continue
-            done = write_suite(skill, tasks, args.out, max_tasks=args.max_tasks, source=str(state_db))
-            line = f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} ({done.total} in all)"
-            if done.backup is not None:
-                line += f"; previous file kept as {done.backup}"
-            print(line)
+        with locked(where.lock):
+            for skill, tasks in mined.items():
+                if not tasks:
+                    print(f"{skill}: 0 request(s) found")
+                    continue
+                done = write_suite(skill, tasks, out, max_tasks=args.max_tasks, source=str(state_db))
+                line = (f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} "
+                        f"({done.total} in all)")
+                if done.backup is not None:
+                    line += f"; previous file kept as {done.backup}"
+                print(line)
     except MineError as exc:
         print(f"skill-court tasks mine: {exc}", file=sys.stderr)
         return 1
