@@ -3,9 +3,14 @@
 Each subcommand is two pieces: a ``cmd_<name>(args) -> int`` function doing the
 work and a parser block registered with ``@subcommand("<name>")`` that adds its
 parser and points ``court_handler`` at the function.  ``configure_parser``
-builds the tree for both ``skill-court`` and ``hermes court`` (which gets the
-commands in :data:`HERMES_COMMANDS` and a quarantine file under
-``$HERMES_HOME``), so both run the same code.
+builds the tree for both ``skill-court`` and ``hermes court`` (which gets every
+command, :data:`HERMES_COMMANDS`, with the Hermes home's quarantine file and
+store as defaults), so both run the same code with the same help and exit
+statuses.
+
+``trial`` (``trial_cli.py``) and ``tasks add|list|rm`` (``tasks.py``) work on a
+skill library given by ``--hermes-home DIR`` or ``--skills DIR``
+(``layout.py``); ``tasks mine`` is ``mine.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
-from pytest_skillcourt import __version__
+from pytest_skillcourt import __version__, sandbox
+from pytest_skillcourt import tasks as task_commands
+from pytest_skillcourt.agent.registry import RUNNERS
+from pytest_skillcourt.layout import Layout, LayoutError, check_library, default_hermes_home, hermes_layout, resolve
+from pytest_skillcourt.layout import quarantine_file as layout_quarantine
 from pytest_skillcourt.quarantine import (
     ALL_MODELS,
     ENV_VAR,
@@ -30,7 +39,11 @@ from pytest_skillcourt.quarantine import (
     read_entries,
     release,
 )
+from pytest_skillcourt.skills import LibraryError, load_library
 from pytest_skillcourt.stats.verdict import VerdictKind
+from pytest_skillcourt.trial_cli import EPILOG as TRIAL_EPILOG
+from pytest_skillcourt.trial_cli import (DEFAULT_PARALLEL, TrialOptions, TrialUsageError, run_trial, summary_lines,
+                                         xdist_installed)
 
 #: Exit statuses (also printed by ``--help``).
 EXIT_OK = 0
@@ -38,8 +51,12 @@ EXIT_NO_MATCH = 1
 EXIT_USAGE = 2
 EXIT_HURTS = 3
 
-#: The subcommands ``hermes court`` offers (those registered, in this order).
-HERMES_COMMANDS = ("list", "quarantine", "release", "report")
+#: The exit status of ``trial`` for a usage error (as ``pytest --skill-court``: 4).
+EXIT_TRIAL_USAGE = 4
+
+#: The subcommands ``hermes court`` offers: None = every registered one, so a new
+#: command reaches Hermes without another list to keep.
+HERMES_COMMANDS: Collection[str] | None = None
 
 EPILOG = """\
 exit status:
@@ -47,6 +64,8 @@ exit status:
   1  nothing matched (e.g. release of a skill that is not quarantined)
   2  usage error, or a quarantine file or store that cannot be read (never overwritten)
   3  merge: a merged verdict fails (HURTS; see --fail-on)
+  trial exits as pytest --skill-court does (1 a verdict failed, 4 usage error,
+  6 the model never answered): see `trial --help`
 """
 
 _QUARANTINE_HELP = (
@@ -291,7 +310,16 @@ DEFAULT_STORE = Path(".skill-court") / "court.db"
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store).expanduser() if args.store else Path.cwd() / DEFAULT_STORE
+    """``--store``, else the default of this CLI: ``./.skill-court/court.db`` for
+    ``skill-court``, the Hermes home's store for ``hermes court``."""
+    if args.store:
+        return Path(args.store).expanduser()
+    default = getattr(args, "court_store_default", None)
+    return Path(default()) if default is not None else Path.cwd() / DEFAULT_STORE
+
+
+_STORE_HELP = (f"the store of the trials (default ./{DEFAULT_STORE}; under hermes court: "
+               "$HERMES_HOME/plugin-data/skill-court/court.db, where `trial` keeps a Hermes library's)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -335,8 +363,7 @@ def _parser_report(sub: Any, common: argparse.ArgumentParser) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--store", metavar="PATH",
-                        help=f"the store pytest --skill-court wrote (default ./{DEFAULT_STORE})")
+    parser.add_argument("--store", metavar="PATH", help=_STORE_HELP)
     parser.add_argument("--skills", metavar="DIR",
                         help="skill library to compare against (default: the folder the verdict's "
                              "session used)")
@@ -407,7 +434,254 @@ def _parser_merge(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(court_handler=cmd_merge)
 
 
+# -- trial and tasks: the library -----------------------------------------------------
+
+
+def _library_options(parser: argparse.ArgumentParser) -> None:
+    """``--hermes-home DIR`` and ``--skills DIR``: which library a command works on."""
+    parser.add_argument(
+        "--hermes-home", metavar="DIR", type=Path, default=None,
+        help="a Hermes home: its skills/ is the library, its plugin-data/skill-court/ holds the "
+             "suites (suites/), the store (court.db) and the quarantine file the Hermes plugin reads "
+             "(default: $HERMES_HOME, else ~/.hermes)")
+    parser.add_argument(
+        "--skills", metavar="DIR", type=Path, default=None, dest="skills_dir",
+        help="a library in a repository instead: its suites are skills_tests/ beside DIR, its store "
+             "and quarantine file .skill-court/ beside DIR (as pytest --skill-court there)")
+
+
+def _hermes_own_home() -> Path:
+    """The Hermes home as Hermes itself resolves it (profiles included), else $HERMES_HOME."""
+    try:
+        from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
+
+        return Path(get_hermes_home())
+    except Exception:
+        return default_hermes_home()
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    """The library of this invocation (``--skills``, else the Hermes home)."""
+    home = args.hermes_home
+    if home is None and getattr(args, "skills_dir", None) is None:
+        own = getattr(args, "court_hermes_home", None)
+        home = own() if own is not None else None
+    return resolve(hermes_home=home, skills=getattr(args, "skills_dir", None))
+
+
+# -- trial -------------------------------------------------------------------------
+
+
+class _TrialParser(argparse.ArgumentParser):
+    """A usage error of ``trial`` exits 4, as pytest's court does."""
+
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_TRIAL_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {span}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _amount(low: float, *, strictly: bool) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value != value or value in (float("inf"), float("-inf")) or value < low or (strictly and value == low):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {'above' if strictly else 'of at least'} {low:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def cmd_trial(args: argparse.Namespace) -> int:
+    """Put skills of a library on trial with the engine of ``pytest --skill-court``."""
+    prog = _prog(args)
+    try:
+        layout = _layout(args)
+        check_library(layout)
+        library = load_library(layout.skills_dir)
+        profile = args.hermes_home or layout.hermes_home
+        options = TrialOptions(
+            skills=tuple(args.skill), all_agent=args.all, models=tuple(args.model or ()), base_url=args.base_url,
+            agent=args.agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
+            budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
+            keep_sandboxes=args.keep_sandboxes, judge_model=args.judge_model, fresh=args.fresh,
+            as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
+            hermes_profile=Path(profile) if args.agent == "hermes" and profile else None)
+        done = run_trial(layout, library, options, prog=prog)
+    except (TrialUsageError, LayoutError, LibraryError) as exc:
+        _err(f"{prog} trial: {exc}")
+        return EXIT_TRIAL_USAGE
+    doc = done.document
+    if doc is not None:
+        if args.as_json:
+            _out(json.dumps({**doc, "exit_status": done.exit_status, "library": layout.describe(),
+                             "log": str(done.log)}, indent=2, ensure_ascii=False, default=str))
+        else:
+            for line in summary_lines(doc, apply=args.apply, prog=prog):
+                _out(line)
+            _out(f"store: {layout.store} (`{prog} report --store {shlex.quote(str(layout.store))}` shows "
+                 "these verdicts again)")
+    return done.exit_status
+
+
+@subcommand("trial")
+def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
+    parallel = (f"at most N runs at a time (default {DEFAULT_PARALLEL}): the court's concurrency is "
+                "pytest-xdist's workers (-n N)")
+    parallel += "" if xdist_installed() else "; pytest-xdist is not installed here, so runs go one at a time"
+    parser = sub.add_parser(
+        "trial",
+        parents=[common],
+        help="put skills on trial without a pytest project",
+        usage="%(prog)s (SKILL ... | --all) [options]",
+        description=_wrap(
+            "Run each task of each skill's suite with the skill visible and hidden, in fresh sandboxes, "
+            "and give a verdict per skill and model (HELPS, HURTS, NEUTRAL, INCONCLUSIVE). It runs the "
+            "court of `pytest --skill-court` itself, on a session set up for the library: the same "
+            "items, run cache, store, verdicts and reports. The library is a Hermes home's skills/ "
+            "(--hermes-home) or any folder (--skills); its suites are the files `tasks add`, "
+            "`tasks mine` and you write. With --apply a HURTS verdict goes into the quarantine file "
+            "(a Hermes library's is the one the Hermes plugin reads, so the skill is hidden from that "
+            "model at once). Prints the verdict table (or --json) on stdout and one line per run on "
+            "stderr; pytest's own output is in last-trial.log in the library's data folder."
+        ),
+        epilog=TRIAL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.__class__ = _TrialParser
+    parser.add_argument("skill", nargs="*", metavar="SKILL", help="skills to try (by the name: of their SKILL.md)")
+    parser.add_argument("--all", action="store_true",
+                        help="every skill the agent wrote (skills/.usage.json: created_by agent or learn) "
+                             "that has tasks")
+    _library_options(parser)
+    parser.add_argument("--model", metavar="PROVIDER/MODEL", action="append", default=None,
+                        help="model to try the skills on, e.g. openai/gpt-4.1-mini; repeat for several "
+                             "(default for a Hermes library: the profile's model.default, as provider/model)")
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for the models "
+                        "(default: the provider's; for the profile's model, its model.base_url)")
+    parser.add_argument("--agent", choices=list(RUNNERS), default=None,
+                        help="agent runner (default builtin); hermes uses this Hermes home as the profile")
+    parser.add_argument("--sandbox", choices=list(sandbox.BACKENDS), default=None,
+                        help="docker, local (bubblewrap) or auto (default: docker when an engine answers)")
+    parser.add_argument("--tasks", metavar="N", type=_whole(1), default=None,
+                        help="take the first N tasks of each suite (default 6)")
+    parser.add_argument("--reps", metavar="R", type=_whole(1, 100), default=None,
+                        help="repetitions of each task in each arm (default: the suite's reps, else 1)")
+    parser.add_argument("--parallel", metavar="N", type=_whole(1), default=None, help=parallel)
+    parser.add_argument("--budget", metavar="USD", type=_amount(0.0, strictly=False), default=None,
+                        help="no new run once this trial spent this much (default 3)")
+    parser.add_argument("--allow-unpriced", action="store_true",
+                        help="keep starting runs when no price is known for the model")
+    parser.add_argument("--timeout", metavar="S", type=_amount(0.0, strictly=True), default=None,
+                        help="seconds per run (default 900)")
+    parser.add_argument("--judge-model", metavar="PROVIDER/MODEL", default=None,
+                        help="model that judges tasks without a check (default: the run model)")
+    parser.add_argument("--apply", action="store_true",
+                        help="write HURTS verdicts into the quarantine file (and lift the entries a trial "
+                             "set that no longer hurt)")
+    parser.add_argument("--keep-sandboxes", action="store_true", help="keep the last pair's sandboxes")
+    parser.add_argument("--fresh", action="store_true", help="ignore cached runs and judgments")
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help="print the result as JSON (the --skill-court-json document, with exit_status "
+                             "and library)")
+    parser.set_defaults(court_handler=cmd_trial)
+
+
 # -- tasks -------------------------------------------------------------------------
+
+
+def _task_error(args: argparse.Namespace, exc: Exception) -> int:
+    _err(f"{_prog(args)} tasks {args.court_tasks_command}: {exc}")
+    return EXIT_USAGE
+
+
+def cmd_tasks_add(args: argparse.Namespace) -> int:
+    """Append a task to a skill's suite (made when it has none)."""
+    try:
+        layout = _layout(args)
+        check_library(layout)
+        files = [task_commands.parse_file_arg(raw) for raw in args.file]
+        added = task_commands.add_task(layout, args.skill, args.prompt, check=args.check, files=files,
+                                       task_id=args.id, prog=_prog(args))
+    except (task_commands.TaskError, LayoutError) as exc:
+        return _task_error(args, exc)
+    made = "made " if added.created else ""
+    scored = "its check" if args.check else "the judge (no --check)"
+    _out(f"Added task {added.task_id!r} to {added.skill}'s suite, {made}{added.path} "
+         f"({added.total} task{'s' if added.total != 1 else ''}); scored by {scored}.")
+    if not added.kept_layout:
+        _out("  The suite's layout did not allow an edit in place: it was written again from its data "
+             "(its leading comments kept, comments inside it lost).")
+    _out(f"Try it: {_prog(args)} trial {shlex.quote(added.skill)}")
+    return EXIT_OK
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> int:
+    """Show the tasks of a skill's suite."""
+    try:
+        layout = _layout(args)
+        check_library(layout)
+        paths, listed = task_commands.list_tasks(layout, args.skill)
+    except (task_commands.TaskError, LayoutError) as exc:
+        return _task_error(args, exc)
+    if args.as_json:
+        _out(json.dumps({"skill": args.skill, "suites": [str(p) for p in paths],
+                         "tasks": [t.to_dict() for t in listed]}, indent=2, ensure_ascii=False))
+        return EXIT_OK if listed else EXIT_NO_MATCH
+    if not listed:
+        _err(f"{_prog(args)} tasks list: {args.skill!r} has no tasks in {layout.suites_dir}; add one with "
+             f"`{_prog(args)} tasks add {shlex.quote(args.skill)} --prompt '...'`")
+        return EXIT_NO_MATCH
+    table = [("ID", "SCORED BY", "FILES", "PROMPT")]
+    for item in listed:
+        t = item.task
+        first = t.prompt.strip().splitlines()[0] if t.prompt.strip() else ""
+        files = ", ".join(n for n, _ in t.files) + (" + fixtures" if t.fixtures is not None else "")
+        table.append((t.id, "check" if t.check else "judge", files or "-",
+                      first[:70] + ("..." if len(first) > 70 or "\n" in t.prompt.strip() else "")))
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    for row in table:
+        _out("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
+    where = ", ".join(str(p) for p in paths)
+    _out(f"\n{len(listed)} task{'s' if len(listed) != 1 else ''} of {args.skill} in {where}.")
+    return EXIT_OK
+
+
+def cmd_tasks_rm(args: argparse.Namespace) -> int:
+    """Remove a task by id."""
+    try:
+        layout = _layout(args)
+        check_library(layout)
+        removed = task_commands.remove_task(layout, args.id, skill=args.skill)
+    except (task_commands.TaskError, LayoutError) as exc:
+        return _task_error(args, exc)
+    if removed is None:
+        scope = f" of {args.skill}" if args.skill else ""
+        _err(f"{_prog(args)} tasks rm: no task {args.id!r}{scope} in {layout.suites_dir}; nothing was changed. "
+             f"`{_prog(args)} tasks list SKILL` shows the ids.")
+        return EXIT_NO_MATCH
+    _out(f"Removed task {removed.task_id!r} of {removed.skill} from {removed.path}.")
+    if removed.deleted_file:
+        _out(f"  It was the suite's last task, so {removed.path} was deleted.")
+    elif not removed.kept_layout:
+        _out("  The suite was written again from its data (its leading comments kept, comments inside it lost).")
+    return EXIT_OK
 
 
 @subcommand("tasks")
@@ -417,14 +691,59 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "tasks",
         parents=[common],
-        help="make replay tasks (tasks mine: from Hermes' session history)",
-        description=_wrap("Make replay tasks for skills. `tasks mine` turns the requests that "
-                           "made Hermes load a skill into check-less tasks."),
+        help="manage a skill's replay tasks (add, list, rm; mine from Hermes' history)",
+        description=_wrap("Manage the replay tasks of a library's skills: one suite per skill in the "
+                          "library's suite folder ($HERMES_HOME/plugin-data/skill-court/suites/ for a "
+                          "Hermes library, skills_tests/ beside --skills DIR), in the YAML format you can "
+                          "still edit by hand. Hand, added and mined tasks of a skill share that suite, so "
+                          "they count in one verdict. A bad input writes nothing."),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(court_parser=parser)
     tasks = parser.add_subparsers(dest="court_tasks_command", metavar="COMMAND", title="commands")
+
+    add = tasks.add_parser(
+        "add", parents=[common], help="add a task to a skill's suite",
+        description=_wrap("Append a task to SKILL's suite (made when it has none). The prompt is the "
+                          "user's request; --check is a shell command run in the sandbox after the agent "
+                          "(exit 0 = success, the answer in $SKILL_COURT_ANSWER); without it the judge "
+                          "scores the task. --file puts a file into /workspace."),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add.add_argument("skill", metavar="SKILL", help="the skill (the name: of its SKILL.md)")
+    add.add_argument("--prompt", metavar="P", required=True, help="the user's request")
+    add.add_argument("--check", metavar="C", default=None, help="shell check, exit 0 = success")
+    add.add_argument("--file", metavar="NAME=@PATH|TEXT", action="append", default=[],
+                     help="a file under /workspace: NAME=@PATH takes the text of the file at PATH, "
+                          "NAME=TEXT the text itself (repeat for several)")
+    add.add_argument("--id", metavar="ID", default=None,
+                     help="the task's id (letters, digits, _ . -; default task-001, task-002, ...)")
+    _library_options(add)
+    add.set_defaults(court_handler=cmd_tasks_add)
+
+    show = tasks.add_parser(
+        "list", parents=[common], help="show a skill's tasks",
+        description=_wrap("Show the tasks of SKILL's suite: id, whether a check or the judge scores it, "
+                          "its files and the start of its prompt. Exit status 1 when it has none."),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    show.add_argument("skill", metavar="SKILL", help="the skill")
+    show.add_argument("--json", dest="as_json", action="store_true",
+                      help='print {"skill", "suites": [PATH], "tasks": [...]} as JSON')
+    _library_options(show)
+    show.set_defaults(court_handler=cmd_tasks_list)
+
+    rm = tasks.add_parser(
+        "rm", parents=[common], help="remove a task by id",
+        description=_wrap("Remove the task ID from the suite holding it (the suite's other tasks, keys "
+                          "and comments stay); the suite's last task takes the file with it. Exit status 1 "
+                          "when no suite holds ID."),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rm.add_argument("id", metavar="ID", help="the task's id, as `tasks list` shows it")
+    rm.add_argument("--skill", metavar="SKILL", default=None,
+                    help="the skill whose suite holds ID (needed when several suites use the id)")
+    _library_options(rm)
+    rm.set_defaults(court_handler=cmd_tasks_rm)
+
     mine.add_parser(tasks, parents=[common])
 
 
@@ -584,8 +903,7 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("words", nargs="+", metavar="SKILL", help="[show|apply|undo] SKILL")
     parser.add_argument("--model", metavar="M", required=True,
                         help="the model the verdict is about (provider prefix and case ignored)")
-    parser.add_argument("--store", metavar="PATH",
-                        help=f"the store pytest --skill-court wrote (default ./{DEFAULT_STORE})")
+    parser.add_argument("--store", metavar="PATH", help=_STORE_HELP)
     parser.add_argument("--judge-model", metavar="PROVIDER/MODEL",
                         help="model that writes the draft (default: the verdict's model)")
     parser.add_argument("--base-url", metavar="URL",
@@ -620,8 +938,11 @@ def configure_parser(
     if parser.epilog is None:
         parser.epilog = EPILOG
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    hermes = prog != "skill-court"
     parser.set_defaults(
-        quarantine_default=default_quarantine, court_prog=prog, court_handler=None, court_parser=parser
+        quarantine_default=default_quarantine, court_prog=prog, court_handler=None, court_parser=parser,
+        court_store_default=(lambda: hermes_layout(_hermes_own_home()).store) if hermes else None,
+        court_hermes_home=_hermes_own_home if hermes else None,
     )
     parser.add_argument("--version", action="version", version=f"{prog} {__version__}",
                         help="print the version of pytest-skillcourt and exit")

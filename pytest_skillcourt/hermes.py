@@ -840,13 +840,14 @@ def register(ctx: Any) -> None:
     if callable(register_cli):
         register_cli(
             "court",
-            "skill-court quarantine: list, quarantine, release skills hidden from models",
+            "skill-court: put skills on trial, manage their tasks and the quarantine of this Hermes",
             _court_setup,
             _court_handler,
             description=textwrap.fill(
-                "Manage the skill-court quarantine file this Hermes reads "
-                "($SKILL_COURT_QUARANTINE, else $HERMES_HOME/plugin-data/skill-court/quarantine.json). "
-                "Same commands as the skill-court CLI.",
+                "Every command of the skill-court CLI, on this Hermes home: trial (put its skills on "
+                "trial), tasks (add, list, rm, mine), the quarantine file this Hermes reads "
+                "($SKILL_COURT_QUARANTINE, else $HERMES_HOME/plugin-data/skill-court/quarantine.json: "
+                "list, quarantine, release), report, appeal, merge, cleanup.",
                 width=78,
             ),
         )

@@ -1,0 +1,475 @@
+"""``skill-court trial``: a trial without a pytest project (README "A trial without a pytest project").
+
+It is not a second court: it runs the court of ``pytest --skill-court``
+itself, in this process, on a pytest session it sets up for the library
+(``layout.Layout``):
+
+- a configuration file it writes into the library's data folder
+  (``skill-court.toml``: the library, the suite folder's name, the store, the
+  skills the Hermes profile disables) passed with ``-c``, ``--rootdir`` set to
+  the layout's root (the data folder of a Hermes library, the project of a
+  repository one), ``--noconftest`` and no cache provider, so nothing of the
+  folder it is run from takes part;
+- the chosen skills' suite files as the test paths, and every option mapped
+  one to one onto its ``--skill-court-*`` twin (``--parallel N`` onto
+  pytest-xdist's ``-n N``: the engine's concurrency is its workers);
+- ``--skill-court-json`` into a temporary file, read back for the table or the
+  ``--json`` output; pytest's own output goes to ``last-trial.log`` in the
+  data folder, a line per run to stderr.
+
+So the items, the run cache, the store, the verdicts, the quarantine and the
+reports are exactly those of ``pytest --skill-court`` with the same
+configuration (a repository library's trial shares the cache of
+``pytest --skill-court`` run in that project).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, TextIO
+
+from .agent.client import HOW_TO_CONFIGURE, ModelConfigError, resolve_model
+from .atomic import write_atomic
+from .layout import HERMES, Layout, agent_written, hermes_disabled, hermes_model, read_usage
+from .report.terminal import fit_table, rows, terminal_width
+from .skills import Library
+from .stats.verdict import Verdict, VerdictKind
+from .suite import SuiteError, load_suite
+from .suite_edit import find_suites
+from .trial import Cause, Outcome, Target, TrialResult
+
+#: Exit statuses, as ``pytest --skill-court`` gives them.
+EXIT_OK = 0
+EXIT_FAILED = 1  # a verdict failed (HURTS)
+EXIT_INTERRUPTED = 2
+EXIT_INTERNAL = 3
+EXIT_USAGE = 4
+EXIT_NO_ANSWER = 6  # session.EXIT_NO_ANSWER: the model never answered
+
+DEFAULT_PARALLEL = 4
+CONFIG_NAME = "skill-court.toml"
+LOG_NAME = "last-trial.log"
+PLUGIN_MODULE = "pytest_skillcourt.plugin"
+
+EPILOG = """\
+exit status (as pytest --skill-court):
+  0  no verdict failed
+  1  a verdict failed (HURTS)
+  2  interrupted
+  4  usage error: an unknown skill, a skill without tasks, no model, a bad option
+  6  the model never answered any run (a dead endpoint, a wrong key)
+"""
+
+
+class TrialUsageError(ValueError):
+    """The trial cannot start as asked; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """What ``skill-court trial`` was asked, before it is mapped onto pytest."""
+
+    skills: tuple[str, ...] = ()
+    all_agent: bool = False
+    models: tuple[str, ...] = ()
+    base_url: str | None = None
+    agent: str | None = None
+    sandbox: str | None = None
+    tasks: int | None = None
+    reps: int | None = None
+    parallel: int | None = None
+    budget: float | None = None
+    allow_unpriced: bool = False
+    timeout: float | None = None
+    apply: bool = False
+    keep_sandboxes: bool = False
+    judge_model: str | None = None
+    fresh: bool = False
+    as_json: bool = False
+    quarantine: Path | None = None
+    hermes_profile: Path | None = None  # for --agent hermes
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The skills on trial, their suite files, and what the user should know."""
+
+    skills: tuple[str, ...]
+    suites: tuple[Path, ...]
+    runs: int  # run items the session will hold (for the worker count)
+    notes: tuple[str, ...] = ()
+
+
+# -- choosing skills and suites ------------------------------------------------------------
+
+
+def select(layout: Layout, library: Library, options: TrialOptions, *, prog: str) -> Selection:
+    """The skills to try and their suites.
+
+    Raises:
+        TrialUsageError: an unknown skill, a skill without tasks, nothing to try.
+    """
+    if options.all_agent and options.skills:
+        raise TrialUsageError("name skills or pass --all, not both")
+    if not options.all_agent and not options.skills:
+        raise TrialUsageError("name the skills to try, or pass --all for every skill the agent wrote")
+    found = find_suites(layout.suites_dir)
+    notes: list[str] = []
+    add_hint = (f"add one with `{prog} tasks add SKILL --prompt '...' [--check CMD]`, or mine Hermes' "
+                f"history with `{prog} tasks mine SKILL`")
+    if options.all_agent:
+        usage_file = layout.skills_dir / ".usage.json"
+        written = agent_written(read_usage(layout.skills_dir))
+        if not written:
+            raise TrialUsageError(
+                f"--all: no skill of {layout.skills_dir} was written by the agent ({usage_file} has no "
+                "record with created_by 'agent' or 'learn'); name the skills to try instead")
+        names = []
+        for name in written:
+            if library.get(name) is None:
+                notes.append(f"{name}: written by the agent but no longer in {layout.skills_dir}; skipped")
+            elif not found.of(name):
+                notes.append(f"{name}: no tasks yet, skipped; {add_hint.replace('SKILL', shlex.quote(name))}")
+            else:
+                names.append(name)
+        if not names:
+            raise TrialUsageError("--all: none of the skills the agent wrote has tasks:\n  " + "\n  ".join(notes))
+    else:
+        names = list(dict.fromkeys(options.skills))
+        for name in names:
+            broken = library.broken()
+            if name in broken:
+                raise TrialUsageError(f"the skill {name!r} is left out of the library: {broken[name]}")
+            if library.get(name) is None:
+                close = difflib.get_close_matches(name, library.names(), n=3)
+                hint = (f"did you mean {', '.join(repr(c) for c in close)}?" if close else
+                        f"known skills: {', '.join(library.names())}" if library.names() else "the library is empty")
+                raise TrialUsageError(f"no skill named {name!r} in {layout.skills_dir}; {hint}")
+            if not found.of(name):
+                raise TrialUsageError(f"{name!r} has no tasks in {layout.suites_dir}; "
+                                      + add_hint.replace("SKILL", shlex.quote(name)))
+    suites: list[Path] = []
+    runs = 0
+    models = max(1, len(options.models))
+    for name in names:
+        paths = found.of(name)
+        if len(paths) > 1:
+            notes.append(f"{name}: its tasks are in {len(paths)} suites ({', '.join(map(str, paths))}), "
+                         "so it gets one verdict per suite; move them into one file for one verdict")
+        for path in paths:
+            try:
+                suite = load_suite(path, library.names(), library.broken())
+            except SuiteError as err:
+                raise TrialUsageError(f"{err}") from None
+            suites.append(path)
+            reps = options.reps or suite.reps or 1
+            runs += min(len(suite.tasks), options.tasks or 6) * reps * 2 * models
+    return Selection(tuple(names), tuple(suites), runs, tuple(notes))
+
+
+# -- the pytest session ----------------------------------------------------------------------
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def config_text(layout: Layout, disabled: Sequence[str] = ()) -> str:
+    """The pytest configuration of the library's trials (``-c``)."""
+    keys = {
+        "skill_court_skills": str(layout.skills_dir),
+        "skill_court_suite_dirs": [layout.suite_dir_name],
+        "skill_court_store": str(layout.store),
+    }
+    if disabled:
+        keys["skill_court_disabled"] = list(disabled)
+    lines = [
+        "# Written by `skill-court trial` before each trial of this library: the pytest",
+        "# configuration its `pytest --skill-court` session runs with.",
+        "[tool.pytest.ini_options]",
+        *(f"{k} = {_toml(v)}" for k, v in keys.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _plugin_autoloaded() -> bool:
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    try:
+        points = importlib.metadata.entry_points(group="pytest11")
+    except Exception:  # a broken distribution: load the plugin by name
+        return False
+    return any(ep.value.split(":", 1)[0].strip() == PLUGIN_MODULE for ep in points)
+
+
+def xdist_installed() -> bool:
+    """True when pytest-xdist can run the session's workers."""
+    return importlib.util.find_spec("xdist") is not None
+
+
+def workers(options: TrialOptions, runs: int) -> int:
+    """How many xdist workers the session gets (1: none, everything in this process)."""
+    wanted = options.parallel or DEFAULT_PARALLEL
+    if wanted <= 1 or not xdist_installed():
+        return 1
+    return max(1, min(wanted, runs))
+
+
+def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, config: Path,
+                json_path: Path, quarantine: Path, base_url: str | None, models: Sequence[str],
+                disabled_plugin_autoload: bool | None = None) -> list[str]:
+    """The arguments of the trial's ``pytest`` session."""
+    autoload = _plugin_autoloaded() if disabled_plugin_autoload is None else not disabled_plugin_autoload
+    args: list[str] = [] if autoload else ["-p", PLUGIN_MODULE]
+    n = workers(options, selection.runs)
+    if n > 1:
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            args += ["-p", "xdist"]
+        args += ["-n", str(n)]
+    args += ["-c", str(config), f"--rootdir={layout.rootdir}", "--noconftest", "-p", "no:cacheprovider",
+             "--assert=plain", "-q", "--skill-court"]
+    args += [f"--skill-court-model={m}" for m in models]
+    one_to_one: list[tuple[str, Any]] = [
+        ("base-url", base_url), ("agent", options.agent), ("sandbox", options.sandbox),
+        ("tasks", options.tasks), ("reps", options.reps), ("budget", options.budget),
+        ("timeout", options.timeout), ("judge-model", options.judge_model),
+        ("hermes-profile", options.hermes_profile),
+    ]
+    args += [f"--skill-court-{name}={value}" for name, value in one_to_one if value is not None]
+    flags = [("allow-unpriced", options.allow_unpriced), ("apply", options.apply),
+             ("keep-sandboxes", options.keep_sandboxes), ("fresh", options.fresh)]
+    args += [f"--skill-court-{name}" for name, on in flags if on]
+    args += [f"--skill-court-quarantine={quarantine}", f"--skill-court-json={json_path}"]
+    args += [str(p) for p in selection.suites]
+    return args
+
+
+class Progress:
+    """A pytest plugin of this command: one line per finished run on ``out``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.total: int | None = None
+        self.done = 0
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        if session.items:
+            self.total = len(session.items)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.total = len(ids)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        props = dict(report.user_properties or ())
+        if "skill_court_run" not in props:
+            return  # a verdict item (the table says it) or not ours
+        if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+            return
+        self.done += 1
+        if report.skipped:
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+            what = "skipped: " + reason.removeprefix("Skipped: ")
+        elif report.failed:
+            what = "error (see the log)"
+        else:
+            what = str(props.get("outcome") or "done").replace("pending-judge", "answered, for the judge")
+            if props.get("cached") == "true":
+                what += ", cached"
+        count = f"{self.done}/{self.total}" if self.total else str(self.done)
+        self._say(f"[{count}] {report.nodeid.split('::', 1)[-1]} {props.get('skill', '')}: {what}"[:300])
+
+
+@contextlib.contextmanager
+def _stdout_to(log: TextIO) -> Iterator[None]:
+    """pytest's terminal output into ``log``; anything else written to fd 1 to stderr,
+    so stdout holds only this command's result."""
+    saved = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(log):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+# -- reading the result back -------------------------------------------------------------------
+
+
+def outcomes_of(doc: dict[str, Any]) -> tuple[Outcome, ...]:
+    """The verdicts of a ``--skill-court-json`` document as ``trial.Outcome`` values."""
+    out = []
+    for v in doc.get("verdicts") or []:
+        cause = v.get("cause")
+        out.append(Outcome(
+            target=Target(str(v.get("nodeid", "")), str(v.get("suite", "")), str(v.get("model", "")),
+                          tuple(v.get("first_tasks") or ())),
+            skill=str(v.get("skill", "")), verdict=Verdict.from_dict(v["verdict"]),
+            skill_hash=str(v.get("skill_hash", "")), suite_hash=str(v.get("suite_hash", "")),
+            cached_runs=int(v.get("cached_runs", 0)), fresh_runs=int(v.get("fresh_runs", 0)),
+            spend=float(v.get("spend_usd", 0.0)),
+            cause=Cause.from_dict(cause) if isinstance(cause, dict) else None,
+            failed=bool(v.get("failed")), made_at=str(v.get("made_at", ""))))
+    return tuple(out)
+
+
+def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str) -> list[str]:
+    """The verdict table of the trial and what follows it (causes, quarantine, errors)."""
+    outcomes = outcomes_of(doc)
+    lines = [f"skill court trial {doc.get('trial')}: agent {doc.get('agent')}, sandbox {doc.get('sandbox')}"]
+    if outcomes:
+        lines += fit_table(rows(TrialResult(trial=str(doc.get("trial")), outcomes=outcomes)), terminal_width())
+    else:
+        lines.append("no verdict was made")
+    hurts = [o for o in outcomes if o.kind is VerdictKind.HURTS]
+    for o in outcomes:
+        v = o.verdict
+        if o.kind is VerdictKind.HURTS or v.hint:
+            lines += ["", f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}"]
+            if o.cause is not None:
+                lines.append(f"  cause: {o.cause.cause}")
+                if o.cause.line:
+                    lines.append(f"  skill line: {o.cause.line}")
+            if v.hint:
+                lines.append(f"  hint: {v.hint}")
+    quarantine = doc.get("quarantine") or {}
+    for entry in quarantine.get("set") or []:
+        lines.append(f"quarantined {entry['skill']} for model {entry['model']} in {quarantine.get('file')}; "
+                     f"undo: {prog} release {shlex.quote(entry['skill'])} --model {shlex.quote(entry['model'])}")
+    for entry in quarantine.get("lifted") or []:
+        lines.append(f"lifted the quarantine of {entry['skill']} for model {entry['model']}")
+    if hurts and not apply:
+        lines.append(f"not quarantined: pass --apply to hide a skill that hurts from the model it hurts "
+                     f"(file: {quarantine.get('file')})")
+    if doc.get("early_stop_skipped_runs"):
+        lines.append(f"early stop saved {doc['early_stop_skipped_runs']} runs")
+    lines.append(f"spend ${float(doc.get('spend_usd') or 0):.4f}")
+    for error in doc.get("errors") or []:
+        lines.append(f"skill court: {error}")
+    return lines
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+@dataclass
+class TrialRun:
+    """What one ``trial`` command did (for its output and for tests)."""
+
+    exit_status: int
+    document: dict[str, Any] | None = None
+    pytest_args: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+
+def _models(layout: Layout, options: TrialOptions) -> tuple[tuple[str, ...], str | None]:
+    if options.models:
+        return options.models, options.base_url
+    why = ""
+    if layout.kind == HERMES and layout.hermes_home is not None:
+        profile = hermes_model(layout.hermes_home)
+        if profile.label:
+            return (profile.label,), options.base_url or profile.base_url
+        why = f" ({profile.why_not})"
+    raise TrialUsageError(f"no model{why}: pass --model PROVIDER/MODEL; {HOW_TO_CONFIGURE}".replace(
+        "--skill-court-model (or ini skill_court_models)", "--model").replace("--skill-court-base-url", "--base-url"))
+
+
+def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: str = "skill-court",
+              err: TextIO | None = None,
+              main: Callable[..., int] | None = None) -> TrialRun:
+    """Put the chosen skills on trial; the exit status and the result document.
+
+    Raises:
+        TrialUsageError: the trial cannot start as asked (exit status 4).
+    """
+    err = err or sys.stderr
+    select(layout, library, options, prog=prog)  # an unknown skill or one without tasks: say so first
+    models, base_url = _models(layout, options)
+    for label in models:
+        try:
+            resolve_model(label, base_url=base_url)
+        except ModelConfigError as exc:
+            raise TrialUsageError(f"--model {label}: {exc}".replace("--skill-court-base-url", "--base-url")
+                                  .replace("pytest --skill-court", prog + " trial")) from None
+    options = dataclasses.replace(options, models=models)
+    selection = select(layout, library, options, prog=prog)
+    for note in selection.notes:
+        print(f"{prog} trial: {note}", file=err)
+    disabled: list[str] = []
+    if layout.kind == HERMES and layout.hermes_home is not None:
+        for name in hermes_disabled(layout.hermes_home):
+            if name in selection.skills:
+                print(f"{prog} trial: {name} is disabled in the profile (skills.disabled); it is tried as "
+                      "if enabled", file=err)
+            else:
+                disabled.append(name)
+    wanted = options.parallel or DEFAULT_PARALLEL
+    if wanted > 1 and not xdist_installed() and options.parallel is not None:
+        print(f"{prog} trial: --parallel {wanted}: pytest-xdist is not installed, so runs go one at a "
+              "time (pip install pytest-xdist)", file=err)
+    layout.data_dir.mkdir(parents=True, exist_ok=True)
+    config = layout.data_dir / CONFIG_NAME
+    write_atomic(config, config_text(layout, disabled))
+    quarantine = options.quarantine or layout.quarantine
+    fd, tmp = tempfile.mkstemp(prefix=".trial-", suffix=".json", dir=layout.data_dir)
+    os.close(fd)
+    json_path = Path(tmp)
+    os.unlink(json_path)  # the court writes it; an empty file must never be read as a result
+    args = pytest_args(layout, selection, options, config=config, json_path=json_path, quarantine=quarantine,
+                       base_url=base_url, models=models)
+    log = layout.data_dir / LOG_NAME
+    if main is None:
+        import pytest  # the whole engine: loaded only for a trial
+
+        main = pytest.main
+    print(f"{prog} trial: {', '.join(selection.skills)} on {', '.join(models)}: {selection.runs} runs "
+          f"({workers(options, selection.runs)} at a time); pytest's output: {log}", file=err, flush=True)
+    try:
+        with open(log, "w", encoding="utf-8") as handle, _stdout_to(handle):
+            code = int(main(args, plugins=[Progress(err)]))
+        document = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(json_path)
+    return TrialRun(_exit_status(code, document, log, err, prog), document, args, log)
+
+
+def _exit_status(code: int, document: dict[str, Any] | None, log: Path, err: TextIO, prog: str) -> int:
+    if code == EXIT_NO_ANSWER:
+        print(f"{prog} trial: the model never answered: no run got a reply, so no skill was tried; check "
+              f"--model, --base-url and the API key (the runs' errors are in {log})", file=err)
+    if code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_ANSWER, EXIT_INTERRUPTED):
+        if code == EXIT_FAILED and document is not None and not any(
+                v.get("failed") for v in document.get("verdicts") or []):
+            print(f"{prog} trial: a run failed without a failed verdict; see {log}", file=err)
+        return code
+    if code == 5:  # pytest: no tests collected
+        print(f"{prog} trial: the session collected nothing; see {log}", file=err)
+        return EXIT_USAGE
+    tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:] if log.exists() else []
+    print(f"{prog} trial: pytest ended with status {code}; the end of {log}:", file=err)
+    for line in tail:
+        print(f"  {line}", file=err)
+    return code
