@@ -271,19 +271,21 @@ def _check_rootdir(config: pytest.Config) -> None:
     ``--skill-court-skills /elsewhere`` counts as a path there and can move the
     rootdir out of the project.  The ``=`` form is not mistaken.
     """
+    if getattr(config.option, "rootdir", None) or getattr(config.option, "inifilename", None):
+        return  # --rootdir or -c chose the rootdir, not the command line's paths
     args = list(config.invocation_params.args)
     here = Path(config.invocation_params.dir).resolve()
     ini = Path(config.inipath).resolve().parent if config.inipath else None
+    if ini is not None and (here == ini or ini in here.parents):
+        return  # the configuration pytest found is this folder's own
+    # Else (no configuration file, or one found above the value rather than here) the
+    # value moved the common ancestor pytest roots the session at, and so the store.
     for i, arg in enumerate(args[:-1]):
         if arg not in PATH_OPTIONS:
             continue
         value = Path(os.path.expanduser(args[i + 1]))
         value = (value if value.is_absolute() else here / value).resolve()
-        inside = value == here or here in value.parents
-        # A value inside the invocation folder leaves pytest's choice as it was; one
-        # outside moves the common ancestor pytest searches from, unless the ini file
-        # it found lies above both.
-        if not inside and (ini is None or not (value == ini or ini in value.parents)):
+        if value != here and here not in value.parents:
             raise pytest.UsageError(
                 f"{arg} {args[i + 1]}: pytest read the value given apart as a test path and chose "
                 f"its rootdir from it ({config.rootpath}), away from this project's configuration. "
