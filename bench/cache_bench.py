@@ -8,7 +8,7 @@ temporary folder, starts the local test server (tests/support/llm_server.py) and
 local bubblewrap sandboxes): a first run that fills the store and a re-run on
 the unchanged library.  For each it reports wall time, model calls (counted
 by the server) and sandboxes started (counted from outside by a ``bwrap``
-wrapper first on PATH, see ``tests/e2e/test_cache_budget.BwrapCounter``), and
+wrapper first on PATH, see ``tests/support/bwrap_counter.py``), and
 whether the verdicts are the same.  Goal: the re-run makes zero model calls,
 starts zero sandboxes and takes at most 10% of the first run's time.
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.builders import sees_skill, task, write_skill, write_suite  # noqa: E402
+from tests.support.builders import ini, sees_skill, task, write_skill, write_suite  # noqa: E402
+from tests.support.bwrap_counter import BwrapCounter  # noqa: E402
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply  # noqa: E402
-from tests.e2e.test_cache_budget import BwrapCounter, local_ini  # noqa: E402
 
 
 def model(request: RecordedRequest) -> Reply:
@@ -49,7 +49,7 @@ def build(root: Path, base_url: str, skills: int, tasks: int) -> None:
         write_suite(root, name, [task(f"t{j}", f"{name} asks Question {j}: give the total.",
                                       f'grep -qx "TOTAL-{j}" "$SKILL_COURT_ANSWER"')
                                  for j in range(1, tasks + 1)])
-    (root / "pytest.ini").write_text(local_ini(base_url))
+    (root / "pytest.ini").write_text(ini(base_url, sandbox="local"))
 
 
 def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, label: str) -> dict:

@@ -29,10 +29,9 @@ from pytest_skillcourt.cli import main
 from pytest_skillcourt.locks import acquire
 from pytest_skillcourt.store import Store
 from tests.support.appeal_drafts import BAD, SKILL, good_draft, original_md
-from tests.support.builders import sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import require_bwrap, require_guard
-from tests.e2e.test_cache_budget import local_ini
 
 MODEL = "test-model"
 CAUSE = {"cause": "the skill tells the agent to spell totals out", "line": BAD}
@@ -57,8 +56,8 @@ class Court:
         write_suite(self.root, SKILL, [task(f"t{i}", f"Question {i}: give the total.",
                                             f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"')
                                        for i in (1, 2, 3)])
-        pytester.makefile(".ini", pytest=local_ini(server.base_url))
-        result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--skill-court-apply")
+        pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
+        result = run_court(pytester, "--skill-court-apply", junitxml=None)
         result.assert_outcomes(passed=6, failed=1)
         result.stdout.fnmatch_lines(["*house-format*HURTS*"])
         self.original = self.skill_md.read_bytes()

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.cli import main
-from tests.support.builders import sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
-from tests.e2e.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
@@ -50,11 +49,7 @@ def library(pytester: pytest.Pytester, base_url: str) -> None:
         write_suite(pytester.path, skill, [task(f"{prefix}{i}", f"Question {i}: give the total.",
                                                 f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"')
                                            for i in (1, 2, 3)])
-    pytester.makefile(".ini", pytest=local_ini(base_url))
-
-
-def court(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--skill-court-apply", *args)
+    pytester.makefile(".ini", pytest=ini(base_url, sandbox="local"))
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -76,7 +71,7 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
     store = pytester.path / ".skill-court" / "court.db"
     assert cli(capsys, "--quarantine", str(qfile), "quarantine", "other-tip", "--reason", "mine")[0] == 0
 
-    result = court(pytester)
+    result = run_court(pytester, "--skill-court-apply", junitxml=None)
     result.assert_outcomes(passed=13, failed=1)
     result.stdout.fnmatch_lines(["*house-format*HURTS*", "quarantined house-format for model test-model in *"])
     got = entries(qfile)
@@ -106,7 +101,7 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
     # A second trial of the same bytes keeps both entries (hand entry never removed by a
     # trial), and asks no model: runs, and the cause, come from the store.
     calls = len(server.requests)
-    court(pytester).assert_outcomes(passed=13, failed=1)
+    run_court(pytester, "--skill-court-apply", junitxml=None).assert_outcomes(passed=13, failed=1)
     assert len(server.requests) == calls
     assert set(entries(qfile)) == {("other-tip", "*"), ("house-format", "test-model")}
 
@@ -125,7 +120,7 @@ def test_a_changed_skill_that_no_longer_hurts_lifts_only_the_trial_entry(
     library(pytester, server.base_url)
     qfile = pytester.path / ".skill-court" / "quarantine.json"
     store = pytester.path / ".skill-court" / "court.db"
-    court(pytester).assert_outcomes(passed=13, failed=1)
+    run_court(pytester, "--skill-court-apply", junitxml=None).assert_outcomes(passed=13, failed=1)
     # A hand entry for another model of the same skill: no trial may remove it.
     assert cli(capsys, "--quarantine", str(qfile), "quarantine", "house-format", "--model", "other-model")[0] == 0
 
@@ -139,7 +134,7 @@ def test_a_changed_skill_that_no_longer_hurts_lifts_only_the_trial_entry(
     assert cli(capsys, "report", "--store", str(store), "--model", "nobody")[0] == 1
 
     server.set_handler(always_right)
-    result = court(pytester)
+    result = run_court(pytester, "--skill-court-apply", junitxml=None)
     result.assert_outcomes(passed=14)
     result.stdout.fnmatch_lines(["*house-format*NEUTRAL*", "lifted the quarantine of house-format for model test-model"])
     assert set(entries(qfile)) == {("house-format", "other-model")}
@@ -152,9 +147,9 @@ def test_unchanged_skill_with_a_lucky_rerun_keeps_its_entry(
     server.set_handler(hurts_house_format)
     library(pytester, server.base_url)
     qfile = pytester.path / ".skill-court" / "quarantine.json"
-    court(pytester).assert_outcomes(passed=13, failed=1)
+    run_court(pytester, "--skill-court-apply", junitxml=None).assert_outcomes(passed=13, failed=1)
     server.set_handler(always_right)
-    court(pytester, "--skill-court-fresh").assert_outcomes(passed=14)
+    run_court(pytester, "--skill-court-apply", "--skill-court-fresh", junitxml=None).assert_outcomes(passed=14)
     assert ("house-format", "test-model") in entries(qfile)
 
 
@@ -166,7 +161,7 @@ def test_corrupt_quarantine_file_is_a_clear_error_and_is_kept(
     qfile.parent.mkdir(parents=True, exist_ok=True)
     broken = b'{"version": 1, "entries": [{"skill": "x", "model": "*"},'
     qfile.write_bytes(broken)
-    result = court(pytester)
+    result = run_court(pytester, "--skill-court-apply", junitxml=None)
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out
     result.stdout.fnmatch_lines([f"*{qfile}*"])
@@ -184,7 +179,7 @@ def test_corrupt_store_is_a_usage_error_naming_the_file(pytester: pytest.Pyteste
     store.parent.mkdir(parents=True)
     junk = b"garbage, not a database\n" * 100
     store.write_bytes(junk)
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider")
+    result = run_court(pytester, junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*skill court: {store} is not a usable skill-court store*move it away*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()

@@ -1,11 +1,8 @@
 """The run cache and the budget, end to end against the local test server (README "Store, cache and budget").
 
 Model calls are counted by the test server.  Sandboxes are counted from
-outside the plugin: :class:`BwrapCounter` puts a ``bwrap`` wrapper first on
-PATH that logs, for every jail it starts, the sandbox folder named in the
-jail's arguments, then runs the real bwrap.  Every local sandbox a run opens
-starts at least one jail (the skills and task files are written through
-one), so the distinct names logged are the sandboxes started.
+outside the plugin, by the ``bwrap`` wrapper of
+:class:`tests.support.bwrap_counter.BwrapCounter`.
 
 Cache rule these tests pin down (``run.cache_key``): a run's key holds what
 it sees of every skill *visible* to it.  Changing what every run sees of
@@ -18,71 +15,17 @@ that can see X (every run of other skills' suites, both arms, and the
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.support.builders import junit_properties, sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, run_court, sees_skill, task, write_skill, write_suite
+from tests.support.bwrap_counter import BwrapCounter
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
 CHECK = 'grep -qx "TOTAL-{n}" "$SKILL_COURT_ANSWER"'
-
-
-def local_ini(base_url: str, *, extra: str = "", allow_unpriced: bool = True) -> str:
-    """pytest.ini for a trial on the local (bubblewrap) sandbox against the test server."""
-    return ("[pytest]\nskill_court_skills = skills\nskill_court_models = custom/test-model\n"
-            f"skill_court_base_url = {base_url}\nskill_court_sandbox = local\n"
-            "skill_court_timeout = 60\n"
-            + ("skill_court_allow_unpriced = true\n" if allow_unpriced else "") + extra)
-
-
-class BwrapCounter:
-    """A ``bwrap`` wrapper that logs each jail's sandbox folder, then runs the real one."""
-
-    def __init__(self) -> None:
-        real = shutil.which("bwrap")
-        assert real, "bwrap is not installed"
-        # Jails run as a random unprivileged uid: the wrapper and its log must be
-        # reachable by any user, so they live in a world-readable folder of their own.
-        self.dir = Path(tempfile.mkdtemp(prefix="skillcourt-bwcount-"))
-        self.dir.chmod(0o755)
-        self.log = self.dir / "log"
-        self.log.touch()
-        self.log.chmod(0o666)
-        script = self.dir / "bwrap"
-        script.write_text(
-            "#!/bin/sh\n"
-            'if [ "$1" = "--args" ]; then\n'
-            "  name=$(tr '\\000' '\\n' < /proc/self/fd/$2 | grep -o 'skillcourt-local-[A-Za-z0-9_-]*' | head -n 1)\n"
-            f'  echo "jail $name" >> {self.log}\n'
-            "else\n"
-            f'  echo "probe" >> {self.log}\n'
-            "fi\n"
-            f'exec {real} "$@"\n')
-        script.chmod(0o755)
-        self.path_env = f"{self.dir}:{os.environ.get('PATH', '')}"
-
-    def lines(self) -> list[str]:
-        return self.log.read_text().splitlines()
-
-    def sandboxes(self) -> int:
-        """Distinct sandboxes that started a jail since the last ``reset``."""
-        return len({line.split(" ", 1)[1] for line in self.lines() if line.startswith("jail ")})
-
-    def jails(self) -> int:
-        return sum(1 for line in self.lines() if line.startswith("jail "))
-
-    def reset(self) -> None:
-        self.log.write_text("")
-
-    def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -109,21 +52,13 @@ def helps_house_format(request: RecordedRequest) -> Reply:
     return Reply(content=text, input_tokens=100, output_tokens=20)
 
 
-def two_suites(pytester: pytest.Pytester, base_url: str, *, extra_ini: str = "", n_tasks: int = 3,
-               ini_text: str | None = None) -> None:
+def two_suites(pytester: pytest.Pytester, base_url: str, *, n_tasks: int = 3, ini_text: str | None = None) -> None:
     write_skill(pytester.path / "skills", "house-format", "How we format totals in this team")
     write_skill(pytester.path / "skills", "other-tip", "A harmless tip about shells")
     for skill, prefix in (("house-format", "h"), ("other-tip", "o")):
         write_suite(pytester.path, skill, [task(f"{prefix}{i}", f"Question {i}: give the total.",
                                                 CHECK.format(n=i)) for i in range(1, n_tasks + 1)])
-    pytester.makefile(".ini", pytest=ini_text if ini_text is not None else local_ini(base_url, extra=extra_ini))
-
-
-def court(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> pytest.RunResult:
-    argv = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml", *args]
-    if subprocess:
-        return pytester.runpytest_subprocess(*argv, timeout=600)
-    return pytester.runpytest(*argv)
+    pytester.makefile(".ini", pytest=ini_text if ini_text is not None else ini(base_url, sandbox="local"))
 
 
 def run_props(pytester: pytest.Pytester) -> dict[str, dict[str, str]]:
@@ -153,7 +88,7 @@ def test_rerun_of_unchanged_library_makes_no_call_and_starts_no_sandbox(
         pytester: pytest.Pytester, server: LLMServer, counter: BwrapCounter) -> None:
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url)
-    first = court(pytester)
+    first = run_court(pytester)
     first.assert_outcomes(passed=14)
     calls_first, sandboxes_first = len(server.requests), counter.sandboxes()
     assert calls_first == 12 and sandboxes_first == 12  # one model call per run
@@ -161,7 +96,7 @@ def test_rerun_of_unchanged_library_makes_no_call_and_starts_no_sandbox(
     assert all(p["cached"] == "false" for k, p in props_first.items() if "verdict[" not in k)
 
     counter.reset()
-    second = court(pytester)
+    second = run_court(pytester)
     second.assert_outcomes(passed=14)
     assert len(server.requests) == calls_first, "the re-run called the model"
     assert counter.jails() == 0 and counter.sandboxes() == 0, counter.lines()
@@ -180,12 +115,12 @@ def test_editing_one_skill_replays_exactly_the_runs_that_can_see_it(
         pytester: pytest.Pytester, server: LLMServer, counter: BwrapCounter) -> None:
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url)
-    court(pytester).assert_outcomes(passed=14)
+    run_court(pytester).assert_outcomes(passed=14)
     # A new description changes the skills index every run that can see other-tip is shown.
     write_skill(pytester.path / "skills", "other-tip", "A harmless tip about POSIX shells",
                 body="Prefer printf over echo.")
     counter.reset()
-    court(pytester).assert_outcomes(passed=14)
+    run_court(pytester).assert_outcomes(passed=14)
     props = by_item(pytester)
     fresh = sorted(k for k, p in props.items() if p.get("cached") == "false")
     cached = sorted(k for k, p in props.items() if p.get("cached") == "true")
@@ -202,14 +137,14 @@ def test_fresh_ignores_the_cache_and_still_writes_it(
         pytester: pytest.Pytester, server: LLMServer, counter: BwrapCounter) -> None:
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url)
-    court(pytester).assert_outcomes(passed=14)
+    run_court(pytester).assert_outcomes(passed=14)
     before = len(server.requests)
     counter.reset()
-    court(pytester, "--skill-court-fresh").assert_outcomes(passed=14)
+    run_court(pytester, "--skill-court-fresh").assert_outcomes(passed=14)
     assert len(server.requests) == 2 * before and counter.sandboxes() == 12
     assert all(p["cached"] == "false" for k, p in by_item(pytester).items() if "verdict[" not in k)
     counter.reset()
-    court(pytester).assert_outcomes(passed=14)  # the fresh runs are the cache now
+    run_court(pytester).assert_outcomes(passed=14)  # the fresh runs are the cache now
     assert counter.sandboxes() == 0 and len(server.requests) == 2 * before
 
 
@@ -217,12 +152,12 @@ def test_runs_without_outcome_are_never_reused(pytester: pytest.Pytester, server
                                                counter: BwrapCounter) -> None:
     server.set_handler(lambda request: Reply(status=401, error_message="bad key"))
     two_suites(pytester, server.base_url)
-    court(pytester).assert_outcomes(passed=2, skipped=12)
+    run_court(pytester).assert_outcomes(passed=2, skipped=12)
     db = sqlite3.connect(pytester.path / ".skill-court" / "court.db")
     assert db.execute("SELECT COUNT(*), SUM(cacheable) FROM runs WHERE status = 'no_answer'").fetchone() == (12, 0)
     server.set_handler(helps_house_format)
     counter.reset()
-    court(pytester).assert_outcomes(passed=14)
+    run_court(pytester).assert_outcomes(passed=14)
     props = by_item(pytester)
     assert all(p["cached"] == "false" for k, p in props.items() if "verdict[" not in k)
     assert counter.sandboxes() == 12
@@ -233,12 +168,12 @@ def test_judgments_are_cached_like_runs(pytester: pytest.Pytester, server: LLMSe
     server.set_handler(helps_house_format)
     write_skill(pytester.path / "skills", "house-format", "How we format totals in this team")
     write_suite(pytester.path, "house-format", [task(f"j{i}", f"Question {i}: write a note.") for i in (1, 2, 3)])
-    pytester.makefile(".ini", pytest=local_ini(server.base_url))
-    court(pytester).assert_outcomes(passed=7)
+    pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
+    run_court(pytester).assert_outcomes(passed=7)
     judge_calls = [r for r in server.requests if not r.tools]
     assert len(judge_calls) == 6  # 3 pairs, both orders
     before = len(server.requests)
-    result = court(pytester)
+    result = run_court(pytester)
     result.assert_outcomes(passed=7)
     assert len(server.requests) == before
     props = by_item(pytester)["house-format::verdict[test-model]"]
@@ -247,17 +182,14 @@ def test_judgments_are_cached_like_runs(pytester: pytest.Pytester, server: LLMSe
 
 # -- budget ---------------------------------------------------------------------------
 
-PRICED = "skill_court_prices =\n    test-model = 1000 1000\n"  # USD per Mtok: 120 tokens = $0.12
-
-
-def priced_ini(base_url: str, extra: str = "") -> str:
-    return local_ini(base_url, extra=PRICED + extra, allow_unpriced=False)
+PRICE = "test-model = 1000 1000"  # USD per Mtok: 120 tokens = $0.12
 
 
 def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(helps_house_format)
-    two_suites(pytester, server.base_url, ini_text=priced_ini(server.base_url))
-    result = court(pytester, "--skill-court-budget", "0.5", "-rs")
+    two_suites(pytester, server.base_url,
+               ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False, prices=[PRICE]))
+    result = run_court(pytester, "--skill-court-budget", "0.5", "-rs")
     props = by_item(pytester)
     ran = [k for k, p in props.items() if p.get("cost_usd")]
     skipped = [k for k, p in props.items() if p["__status__"] == "skipped"]
@@ -277,8 +209,9 @@ def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester,
 def test_budget_is_shared_across_xdist_workers(pytester: pytest.Pytester, server: LLMServer) -> None:
     pytest.importorskip("xdist")
     server.set_handler(helps_house_format)
-    two_suites(pytester, server.base_url, ini_text=priced_ini(server.base_url))
-    result = court(pytester, "-n", "2", "--skill-court-budget", "0.5", "-rs", subprocess=True)
+    two_suites(pytester, server.base_url,
+               ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False, prices=[PRICE]))
+    result = run_court(pytester, "-n", "2", "--skill-court-budget", "0.5", "-rs", subprocess=True)
     props = by_item(pytester)
     costs = [float(p["cost_usd"]) for p in props.values() if p.get("cost_usd")]
     skipped = [k for k, p in props.items() if p["__status__"] == "skipped"]
@@ -292,19 +225,20 @@ def test_budget_is_shared_across_xdist_workers(pytester: pytest.Pytester, server
 
 def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(helps_house_format)
-    two_suites(pytester, server.base_url, ini_text=local_ini(server.base_url, allow_unpriced=False))
-    result = court(pytester, "-rs")
+    two_suites(pytester, server.base_url, ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False))
+    result = run_court(pytester, "-rs")
     result.assert_outcomes(passed=3, skipped=11)  # one run, then no price: stop
     result.stdout.fnmatch_lines(["*no price known for custom/test-model*skill_court_prices*"
                                  "--skill-court-allow-unpriced*"])
-    allowed = court(pytester, "--skill-court-allow-unpriced")
+    allowed = run_court(pytester, "--skill-court-allow-unpriced")
     allowed.assert_outcomes(passed=14)
 
 
 def test_provider_reported_cost_is_used(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(lambda r: Reply(content=f"TOTAL-{number(r)}", input_tokens=10, output_tokens=5,
                                        cost=0.002))
-    two_suites(pytester, server.base_url, n_tasks=1, ini_text=local_ini(server.base_url, allow_unpriced=False))
-    court(pytester).assert_outcomes(passed=6)
+    two_suites(pytester, server.base_url, n_tasks=1,
+               ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False))
+    run_court(pytester).assert_outcomes(passed=6)
     props = by_item(pytester)
     assert props["house-format::h1[with]"]["cost_usd"] == "0.002000"

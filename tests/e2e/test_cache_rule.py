@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import ini, junit_properties, loading_agent, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, loading_agent, run_court, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest
 from tests.support.sandbox_image import require_bwrap
 
@@ -27,12 +27,11 @@ def test_body_edit_replays_only_the_runs_that_read_the_skill(pytester: pytest.Py
         write_suite(pytester.path, "other-tip", [task(f"o{i}", f"Q{i}", CHECK.format(value="TOTAL"))
                                                  for i in (1, 2, 3)])
         pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
-        args = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml", "--skill-court-fail-on", "never"]
-        pytester.runpytest(*args).assert_outcomes(passed=14)
+        run_court(pytester, "--skill-court-fail-on", "never").assert_outcomes(passed=14)
         # same name and description, new body: only the runs that read house-format see the change
         write_skill(pytester.path / "skills", "house-format", "How we format totals",
                     body="Totals are written TOTAL, always.")
-        pytester.runpytest(*args).assert_outcomes(passed=14)
+        run_court(pytester, "--skill-court-fail-on", "never").assert_outcomes(passed=14)
         props = junit_properties(pytester.path / "junit.xml")
         fresh = sorted(k.split("yaml::")[1] + "@" + k.split(".yaml")[0].rsplit(".", 1)[-1]
                        for k, p in props.items() if p.get("cached") == "false")
@@ -43,5 +42,5 @@ def test_body_edit_replays_only_the_runs_that_read_the_skill(pytester: pytest.Py
         # editing other-tip's body: nobody read it, nothing replays
         write_skill(pytester.path / "skills", "other-tip", "A harmless tip", body="Changed tip.")
         before = len(server.requests)
-        pytester.runpytest(*args).assert_outcomes(passed=14)
+        run_court(pytester, "--skill-court-fail-on", "never").assert_outcomes(passed=14)
         assert len(server.requests) == before

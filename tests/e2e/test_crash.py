@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
-from tests.support.builders import junit_properties, sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
-from tests.e2e.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
@@ -68,7 +67,7 @@ def library(root: Path, base_url: str) -> None:
     write_skill(root / "skills", "house-format", "How we format totals in this team")
     write_suite(root, "house-format", [task(f"t{i}", f"Question {i}: give the total.",
                                             f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"') for i in (1, 2, 3)])
-    (root / "pytest.ini").write_text(local_ini(base_url))
+    (root / "pytest.ini").write_text(ini(base_url, sandbox="local"))
 
 
 def start(root: Path, *args: str) -> subprocess.Popen:
@@ -91,7 +90,7 @@ def rows(root: Path) -> dict[str, list[tuple]]:
 
 def rerun_is_right(pytester: pytest.Pytester, model: HangingModel, reused: set[str]) -> None:
     model.release.set()
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml")
+    result = run_court(pytester)
     result.assert_outcomes(passed=7)
     props = junit_properties(pytester.path / "junit.xml")
     cached = {k.split("::", 1)[1] for k, p in props.items() if p.get("cached") == "true"}

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.support import REPO
-from tests.support.builders import ini, sees_skill
+from tests.support.builders import ini, run_court, sees_skill
 from tests.support.demo_answers import CASES, Answer
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
@@ -76,8 +76,7 @@ def test_demo_library_gets_its_verdicts_alone_and_with_xdist(pytester: pytest.Py
     shutil.copytree(REPO / "skills_tests", pytester.path / "skills_tests")
     with LLMServer(demo_model) as server:
         pytester.makefile(".ini", pytest=ini(server.base_url, skills="demo/skills"))
-        solo = pytester.runpytest_subprocess("--skill-court", "-p", "no:cacheprovider",
-                                             "--skill-court-store", "solo.db", timeout=900)
+        solo = run_court(pytester, "--skill-court-store", "solo.db", subprocess=True, junitxml=None, timeout=900)
         assert server.errors == []
         table = verdict_lines(solo.stdout.str())
         assert len(table) == 4, solo.stdout.str()
@@ -87,7 +86,7 @@ def test_demo_library_gets_its_verdicts_alone_and_with_xdist(pytester: pytest.Py
         assert kinds == {"commit-message-style": "NEUTRAL", "python-project-bootstrap": "NEUTRAL",
                          "release-notes-format": "HELPS", "sales-csv-totals": "HURTS"}, table
         solo.assert_outcomes(passed=27, failed=1)
-        parallel = pytester.runpytest_subprocess("--skill-court", "-p", "no:cacheprovider", "-n", "2",
-                                                 "--skill-court-store", "parallel.db", timeout=900)
+        parallel = run_court(pytester, "-n", "2", "--skill-court-store", "parallel.db", subprocess=True,
+                             junitxml=None, timeout=900)
         assert verdict_lines(parallel.stdout.str()) == table
         parallel.assert_outcomes(passed=27, failed=1)

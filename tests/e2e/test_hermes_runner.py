@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent import hermes_runner as hr
-from tests.support.builders import ini, junit_properties, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, run_court, task, write_skill, write_suite
 from tests.support.hermes_setups import SKILL
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
@@ -79,11 +79,9 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
             task(f"t{i}", f"Question {i}: write the total to out.txt.",
                  f'grep -qx "TOTAL-{i}" /workspace/out.txt') for i in (1, 2, 3)])
         pytester.makefile(".ini", pytest=ini(server.base_url))
-        result = pytester.runpytest_subprocess(
-            "-n", "2", "--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-            "--skill-court-agent", "hermes", "--skill-court-sandbox", "docker",
-            "--skill-court-image", hermes_image, "--skill-court-hermes-profile", str(profile),
-            timeout=600)
+        result = run_court(
+            pytester, "-n", "2", "--skill-court-agent", "hermes", "--skill-court-sandbox", "docker",
+            "--skill-court-image", hermes_image, "--skill-court-hermes-profile", str(profile), subprocess=True)
         requests = server.chat_requests()
     result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*house-format*HELPS*100%*0%*"])

@@ -8,16 +8,10 @@ import time
 
 import pytest
 
-from tests.support.builders import task, write_skill, write_suite
+from tests.support.builders import ini, run_court, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
-
-
-def ini(base_url: str, timeout: int = 60) -> str:
-    return ("[pytest]\nskill_court_skills = skills\nskill_court_models = custom/test-model\n"
-            f"skill_court_base_url = {base_url}\nskill_court_sandbox = local\n"
-            f"skill_court_timeout = {timeout}\nskill_court_allow_unpriced = true\n")
 
 
 def project(pytester: pytest.Pytester, base_url: str, *, check: bool = True, timeout: int = 60) -> None:
@@ -25,7 +19,7 @@ def project(pytester: pytest.Pytester, base_url: str, *, check: bool = True, tim
     write_suite(pytester.path, "house-format",
                 [task(f"t{i}", f"Question {i}: answer.", 'grep -qx RIGHT "$SKILL_COURT_ANSWER"' if check else None)
                  for i in range(1, 4)])
-    pytester.makefile(".ini", pytest=ini(base_url, timeout))
+    pytester.makefile(".ini", pytest=ini(base_url, sandbox="local", timeout=timeout))
 
 
 @pytest.mark.parametrize("option", ["--skill-court-budget=nan", "--skill-court-timeout=inf",
@@ -34,7 +28,7 @@ def project(pytester: pytest.Pytester, base_url: str, *, check: bool = True, tim
 def test_limits_that_would_switch_themselves_off_are_refused(pytester: pytest.Pytester, server: LLMServer,
                                                             option: str) -> None:
     project(pytester, server.base_url)
-    result = pytester.runpytest("--skill-court", option, "-p", "no:cacheprovider")
+    result = run_court(pytester, option, junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     name = option.split("=")[0]
     result.stderr.fnmatch_lines([f"*{name}*"])
@@ -45,7 +39,7 @@ def test_a_suite_timeout_of_nan_is_a_suite_error(pytester: pytest.Pytester, serv
     project(pytester, server.base_url)
     path = pytester.path / "skills_tests" / "house-format.yaml"
     path.write_text("timeout: .nan\n" + path.read_text())
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider")
+    result = run_court(pytester, junitxml=None)
     result.stdout.fnmatch_lines(["*timeout*positive number of seconds*"])
     assert not server.chat_requests()
 
@@ -54,7 +48,7 @@ def test_a_model_that_never_answers_fails_the_session_loudly(pytester: pytest.Py
                                                               server: LLMServer) -> None:
     project(pytester, server.base_url)
     server.set_handler(lambda request: Reply(status=401, error_message="bad key"))
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider")
+    result = run_court(pytester, junitxml=None)
     assert result.ret == 6, result.stdout.str()
     result.stdout.fnmatch_lines(["*the model never answered: none of the 6 runs got a reply*"])
 
@@ -71,7 +65,7 @@ def test_one_deadline_for_every_judge_call(pytester: pytest.Pytester, server: LL
 
     server.set_handler(handler)
     start = time.monotonic()
-    result = pytester.runpytest("--skill-court", "--skill-court-no-early-stop", "-p", "no:cacheprovider")
+    result = run_court(pytester, "--skill-court-no-early-stop", junitxml=None)
     elapsed = time.monotonic() - start
     assert elapsed < 90, f"judging took {elapsed:.0f}s"  # unbounded it is minutes per pair
     out = result.stdout.str()
@@ -85,7 +79,7 @@ def test_output_paths_that_cannot_be_written_are_refused_before_any_run(pytester
     (pytester.path / "afile").write_text("x")
     for option in ("--skill-court-json=out", "--skill-court-html=out",
                    "--skill-court-store=afile/court.db", "--skill-court-json=afile/deeper/r.json"):
-        result = pytester.runpytest("--skill-court", option, "-p", "no:cacheprovider")
+        result = run_court(pytester, option, junitxml=None)
         assert result.ret == pytest.ExitCode.USAGE_ERROR, option
         assert "directory" in result.stderr.str() or "is a file" in result.stderr.str(), option
     assert not server.chat_requests()
@@ -96,9 +90,9 @@ def test_a_path_option_given_apart_cannot_move_the_rootdir(pytester: pytest.Pyte
     project(pytester, server.base_url)
     elsewhere = tmp_path_factory.mktemp("library-elsewhere")
     write_skill(elsewhere, "house-format", "How we format totals in this team")
-    result = pytester.runpytest("--skill-court", "--skill-court-skills", str(elsewhere), "-p", "no:cacheprovider")
+    result = run_court(pytester, "--skill-court-skills", str(elsewhere), junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*Write it with '=': --skill-court-skills={elsewhere}*"])
     assert not (elsewhere / ".skill-court").exists()
-    ok = pytester.runpytest("--skill-court", f"--skill-court-skills={elsewhere}", "--co", "-p", "no:cacheprovider")
+    ok = run_court(pytester, f"--skill-court-skills={elsewhere}", "--co", junitxml=None)
     assert ok.ret == 0, ok.stdout.str()

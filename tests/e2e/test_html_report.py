@@ -15,7 +15,7 @@ import pytest
 
 from pytest_skillcourt.report.html import render_html, store_data
 from pytest_skillcourt.store import Store
-from tests.support.builders import ini, loading_agent, task, write_skill, write_suite
+from tests.support.builders import ini, loading_agent, run_court, task, write_skill, write_suite
 from tests.support.html_sample import sample_data
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap
@@ -54,7 +54,7 @@ def test_html_report_end_to_end(pytester: pytest.Pytester, server: LLMServer) ->
                 [task(f"t{i}", f"Question {i}: give the total.", ANSWER_CHECK.format(value=f"TOTAL-{i}"))
                  for i in range(1, 4)])
     pytester.makefile(".ini", pytest=ini(server.base_url))
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--skill-court-html", "report.html")
+    result = run_court(pytester, "--skill-court-html", "report.html", junitxml=None)
     result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(["*generated html report: *report.html*"])
     page = (pytester.path / "report.html").read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.support.builders import ini, junit_properties, loading_agent, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, loading_agent, run_court, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -53,21 +53,17 @@ def two_suites(pytester: pytest.Pytester, server: LLMServer, *, models: tuple[st
     write_suite(pytester.path, "other-tip",
                 [task(f"o{i}", f"Question {i}: give the total (other).", CHECK.format(value=f"TOTAL-{i}"))
                  for i in (1, 2, 3)])
-    text = ini(server.base_url, sandbox="local")
-    if models:  # one per line, in place of the helper's single model
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("skill_court_models"))
-        text += "\nskill_court_models =\n" + "".join(f"    {m}\n" for m in models)
-    pytester.makefile(".ini", pytest=text)
+    pytester.makefile(".ini", pytest=ini(server.base_url, models=models or ("custom/test-model",), sandbox="local"))
 
 
 def test_last_failed_reruns_only_the_suite_that_failed(pytester: pytest.Pytester, server: LLMServer) -> None:
     two_suites(pytester, server)
-    first = pytester.runpytest("--skill-court", "--junitxml=first.xml")
+    first = run_court(pytester, junitxml="first.xml", cacheprovider=True)
     first.assert_outcomes(passed=13, failed=1)
     first.stdout.fnmatch_lines(["FAILED skills_tests/house-format.yaml::verdict[[]test-model[]]*"])
     calls = len(server.requests)
 
-    again = pytester.runpytest("--skill-court", "--lf", "--junitxml=again.xml")
+    again = run_court(pytester, "--lf", junitxml="again.xml", cacheprovider=True)
     again.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure*"])
     again.assert_outcomes(passed=6, failed=1)
     again.stdout.fnmatch_lines(["*house-format*HURTS*"])
@@ -84,14 +80,14 @@ def test_last_failed_with_two_models_keeps_the_visible_names(pytester: pytest.Py
                                                              server: LLMServer) -> None:
     """Names with several parameters (arm, model) keep their visible form and match under --lf."""
     two_suites(pytester, server, models=("custom/test-model", "custom/other-model"))
-    first = pytester.runpytest("--skill-court", "--junitxml=first.xml")
+    first = run_court(pytester, junitxml="first.xml", cacheprovider=True)
     first.assert_outcomes(passed=26, failed=2)
     first.stdout.fnmatch_lines(["FAILED skills_tests/house-format.yaml::verdict[[]test-model[]]*",
                                 "FAILED skills_tests/house-format.yaml::verdict[[]other-model[]]*"])
     names = {k.split("::", 1)[1] for k in junit_properties(pytester.path / "first.xml")}
     assert {"t1[with-test-model]", "t1[without-other-model]", "verdict[other-model]"} <= names
 
-    again = pytester.runpytest("--skill-court", "--lf", "--junitxml=again.xml")
+    again = run_court(pytester, "--lf", junitxml="again.xml", cacheprovider=True)
     again.stdout.fnmatch_lines(["run-last-failure: rerun previous 2 failures*"])
     again.assert_outcomes(passed=12, failed=2)
     props = junit_properties(pytester.path / "again.xml")

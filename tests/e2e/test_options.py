@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.builders import ini, run_court, task, write_skill, write_suite
+
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    (pytester.path / "skills" / "s").mkdir(parents=True)
-    (pytester.path / "skills" / "s" / "SKILL.md").write_text("---\nname: s\ndescription: d\n---\nb\n")
-    (pytester.path / "skills_tests").mkdir()
-    (pytester.path / "skills_tests" / "s.yaml").write_text("skill: s\ntasks:\n  - {id: a, prompt: p, check: 'true'}\n")
-    pytester.makefile(".ini", pytest="[pytest]\nskill_court_skills = skills\nskill_court_sandbox = local\n")
+    write_skill(pytester.path / "skills", "s", "d", body="b")
+    write_suite(pytester.path, "s", [task("a", "p", "true")])
+    pytester.makefile(".ini", pytest=ini(models=(), sandbox="local", timeout=None, allow_unpriced=False))
     return pytester
 
 
@@ -26,23 +26,23 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     (["--skill-court-model", "a/b", "--skill-court-model", "a/b"], "the same model is named twice"),
 ])
 def test_bad_option_values(project: pytest.Pytester, args: list[str], message: str) -> None:
-    argv = ["--skill-court", *args]
+    argv = list(args)
     if "--skill-court-model" not in args:
         argv += ["--skill-court-model", "ollama/qwen2.5:7b"]
-    result = project.runpytest(*argv)
+    result = run_court(project, *argv, junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str(), result.stderr.str()
 
 
 def test_missing_key_names_the_variable(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    result = project.runpytest("--skill-court", "--skill-court-model", "openai/gpt-4.1-mini")
+    result = run_court(project, "--skill-court-model", "openai/gpt-4.1-mini", junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*environment variable OPENAI_API_KEY is not set*"])
 
 
 def test_bad_choice_is_rejected_by_argparse(project: pytest.Pytester) -> None:
-    result = project.runpytest("--skill-court", "--skill-court-sandbox", "vm")
+    result = run_court(project, "--skill-court-sandbox", "vm", junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*invalid choice: 'vm'*"])
 

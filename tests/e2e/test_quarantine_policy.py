@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_skillcourt import quarantine as q
-from tests.support.builders import sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -28,18 +28,14 @@ def test_apply_with_two_models_sharing_a_key_never_crashes_the_session(
     write_suite(pytester.path, "house-format",
                 [task(f"t{i}", f"Question {i}: answer.", 'grep -qx RIGHT "$SKILL_COURT_ANSWER"')
                  for i in range(1, 4)])
-    pytester.makefile(".ini", pytest=(
-        "[pytest]\nskill_court_skills = skills\n"
-        "skill_court_models =\n    custom/test-model\n    azure/test-model\n"
-        f"skill_court_base_url = {server.base_url}\nskill_court_sandbox = local\n"
-        "skill_court_timeout = 60\nskill_court_allow_unpriced = true\n"))
+    pytester.makefile(".ini", pytest=ini(server.base_url, models=("custom/test-model", "azure/test-model"),
+                                         sandbox="local"))
     quarantine = pytester.path / ".skill-court" / "quarantine.json"
     q.apply_trial(quarantine, hurts=[q.QuarantineEntry(
         skill="house-format", model="test-model", skill_hash="sha256:old", verdict="hurts", reason="old",
         cause=None, line=None, set_by=q.SET_BY_TRIAL, trial="t0", since="2026-01-01T00:00:00Z")], cleared=[])
     server.set_handler(hurts_on_one_model)
-    result = pytester.runpytest("--skill-court", "--skill-court-apply", "--skill-court-no-early-stop",
-                                "-p", "no:cacheprovider")
+    result = run_court(pytester, "--skill-court-apply", "--skill-court-no-early-stop", junitxml=None)
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out
     assert result.ret == 1  # the HURTS verdict fails its item, nothing else

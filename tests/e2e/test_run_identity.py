@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from tests.support.builders import ini, junit_properties, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, run_court, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 SKILL = "house-format"
@@ -30,10 +30,9 @@ def one_task_library(pytester: pytest.Pytester, base_url: str) -> None:
     pytester.makefile(".ini", pytest=ini(base_url, sandbox="local"))
 
 
-def court(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, str]]:
+def session_runs(pytester: pytest.Pytester, *args: str) -> dict[str, dict[str, str]]:
     """One session; the JUnit properties of its run items."""
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-                                "--skill-court-fail-on", "never", *args)
+    result = run_court(pytester, "--skill-court-fail-on", "never", *args)
     result.assert_outcomes(passed=3)
     return {k: p for k, p in junit_properties(pytester.path / "junit.xml").items()
             if p.get("skill_court_run")}
@@ -52,10 +51,10 @@ def test_a_session_differing_in_one_part_replays(part: str, option: list[str], p
                                                  server: LLMServer, bwrap_ok: None) -> None:
     server.set_handler(answer)
     one_task_library(pytester, server.base_url)
-    assert cached(court(pytester)) == ["false", "false"]
-    assert cached(court(pytester)) == ["true", "true"]  # unchanged: both runs reused
+    assert cached(session_runs(pytester)) == ["false", "false"]
+    assert cached(session_runs(pytester)) == ["true", "true"]  # unchanged: both runs reused
     calls = len(server.chat_requests())
-    assert cached(court(pytester, *option)) == ["false", "false"], f"{part} changed, runs reused"
+    assert cached(session_runs(pytester, *option)) == ["false", "false"], f"{part} changed, runs reused"
     assert len(server.chat_requests()) == calls + 2
     if part == "model":
         assert {r.model for r in server.chat_requests()[calls:]} == {"other-model"}
@@ -64,9 +63,9 @@ def test_a_session_differing_in_one_part_replays(part: str, option: list[str], p
 def test_another_endpoint_replays(pytester: pytest.Pytester, server: LLMServer, bwrap_ok: None) -> None:
     server.set_handler(answer)
     one_task_library(pytester, server.base_url)
-    assert cached(court(pytester)) == ["false", "false"]
+    assert cached(session_runs(pytester)) == ["false", "false"]
     with LLMServer(answer) as other:
-        assert cached(court(pytester, "--skill-court-base-url", other.base_url)) == ["false", "false"]
+        assert cached(session_runs(pytester, "--skill-court-base-url", other.base_url)) == ["false", "false"]
         assert len(other.chat_requests()) == 2
 
 
@@ -81,10 +80,9 @@ def test_tasks_of_equal_content_keep_their_own_runs(pytester: pytest.Pytester, s
                                        task("t3", "Question 3: give the total.",
                                             CHECK.format(value="TOTAL-3"))])
     pytester.makefile(".ini", pytest=ini(server.base_url, sandbox="local"))
-    args = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml",
-            "--skill-court-fail-on", "never", "--skill-court-no-early-stop"]
     for session, want_cached in ((1, "false"), (2, "true")):
-        pytester.runpytest(*args).assert_outcomes(passed=7)
+        run_court(pytester, "--skill-court-fail-on", "never", "--skill-court-no-early-stop").assert_outcomes(
+            passed=7)
         props = junit_properties(pytester.path / "junit.xml")
         runs = {k.split("::", 1)[1]: p for k, p in props.items() if p.get("skill_court_run")}
         assert sorted(runs) == sorted(f"{t}[{arm}]" for t in ("t1", "t1-again", "t3")

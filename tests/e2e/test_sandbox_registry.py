@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.builders import ini, run_court
 from tests.support.sandbox_fakes import FakeBackend, register_backend
 
 
@@ -22,7 +23,7 @@ def test_a_bad_ini_sandbox_is_a_usage_error(pytester: pytest.Pytester) -> None:
     # Before the registry, `SandboxChoice("vm")` raised ValueError out of
     # pytest_configure: an internal error instead of the fix.
     (pytester.path / "skills").mkdir()
-    pytester.makefile(".ini", pytest="[pytest]\nskill_court_sandbox = vm\n")
-    result = pytester.runpytest("--skill-court", "--skill-court-model", "ollama/qwen2.5:7b")
+    pytester.makefile(".ini", pytest=ini(skills=None, models=(), sandbox="vm", timeout=None, allow_unpriced=False))
+    result = run_court(pytester, "--skill-court-model", "ollama/qwen2.5:7b", junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--skill-court-sandbox: expected one of auto, docker, local, got 'vm'" in result.stderr.str()

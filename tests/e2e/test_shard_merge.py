@@ -11,9 +11,8 @@ import pytest
 
 from pytest_skillcourt.cli import EXIT_HURTS, main
 from pytest_skillcourt.store import Store
-from tests.support.builders import count_rows, sees_skill, task, write_skill, write_suite
+from tests.support.builders import count_rows, ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
-from tests.e2e.test_cache_budget import local_ini
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
@@ -46,12 +45,7 @@ def library(root: Path, base_url: str) -> None:
         write_skill(root / "skills", skill, f"About {skill}")
         write_suite(root, skill, [task(f"t{i}", f"{skill} asks Question {i}: give the total.",
                                        f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"') for i in range(1, n + 1)])
-    (root / "pytest.ini").write_text(local_ini(base_url))
-
-
-def court(pytester: pytest.Pytester, store: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--skill-court", "-p", "no:cacheprovider", "--skill-court-store", str(store),
-                              *args)
+    (root / "pytest.ini").write_text(ini(base_url, sandbox="local"))
 
 
 def verdicts_of(path: Path, trial_prefix: str | None = None) -> dict[tuple[str, str], dict]:
@@ -71,7 +65,8 @@ def test_merged_shards_give_the_unsharded_verdicts(pytester: pytest.Pytester, se
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     library(pytester.path, server.base_url)
     whole = pytester.path / "whole.db"
-    court(pytester, whole).assert_outcomes(passed=29, failed=1, skipped=2)  # 2 early-stopped
+    run_court(pytester, "--skill-court-store", str(whole), junitxml=None).assert_outcomes(
+        passed=29, failed=1, skipped=2)  # 2 early-stopped
     expected = verdicts_of(whole)
     kinds = {k[0]: v["verdict"]["kind"] for k, v in expected.items()}
     assert kinds == {"house-format": "HELPS", "csv-rule": "HURTS", "other-tip": "NEUTRAL",
@@ -80,9 +75,10 @@ def test_merged_shards_give_the_unsharded_verdicts(pytester: pytest.Pytester, se
 
     # Shards from empty stores: fresh runs, each shard only its own suites.
     s1, s2 = pytester.path / "s1.db", pytester.path / "s2.db"
-    first = court(pytester, s1, "--skill-court-shard", "1/2")
+    first = run_court(pytester, "--skill-court-store", str(s1), "--skill-court-shard", "1/2", junitxml=None)
     first.assert_outcomes(passed=13, failed=1, deselected=18)
-    court(pytester, s2, "--skill-court-shard", "2/2").assert_outcomes(passed=16, skipped=2, deselected=14)
+    run_court(pytester, "--skill-court-store", str(s2), "--skill-court-shard", "2/2", junitxml=None).assert_outcomes(
+        passed=16, skipped=2, deselected=14)
     assert {k[0] for k in verdicts_of(s1)} == {"house-format", "csv-rule"}
     assert {k[0] for k in verdicts_of(s2)} == {"other-tip", "shell-tip"}
 
@@ -106,14 +102,16 @@ def test_shards_started_from_the_unsharded_store_replay_its_runs(
         pytester: pytest.Pytester, server: LLMServer, capsys: pytest.CaptureFixture[str]) -> None:
     library(pytester.path, server.base_url)
     whole = pytester.path / "whole.db"
-    court(pytester, whole).assert_outcomes(passed=29, failed=1, skipped=2)  # 2 early-stopped
+    run_court(pytester, "--skill-court-store", str(whole), junitxml=None).assert_outcomes(
+        passed=29, failed=1, skipped=2)  # 2 early-stopped
     expected = verdicts_of(whole)
     calls = len(server.requests)
     shards = []
     for i in (1, 2):
         path = pytester.path / f"s{i}.db"
         shutil.copy(whole, path)  # the one file: the session's close folded the WAL into it
-        court(pytester, path, "--skill-court-shard", f"{i}/2").assert_outcomes(
+        run_court(pytester, "--skill-court-store", str(path), "--skill-court-shard", f"{i}/2",
+                  junitxml=None).assert_outcomes(
             passed=13 if i == 1 else 16, failed=1 if i == 1 else 0, skipped=2 * (i - 1),
             deselected=18 if i == 1 else 14)
         shards.append(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import write_skill
+from tests.support.builders import ini, run_court, task, write_skill, write_suite
 
 
 def test_a_binary_skill_md_fails_only_its_own_suite(pytester: pytest.Pytester) -> None:
@@ -13,19 +13,15 @@ def test_a_binary_skill_md_fails_only_its_own_suite(pytester: pytest.Pytester) -
     write_skill(skills, "good", "fine")
     (skills / "bad").mkdir()
     (skills / "bad" / "SKILL.md").write_bytes(b"---\nname: bad\n---\n\x89PNG\r\n\x1a\n\0\0")
-    (pytester.path / "skills_tests").mkdir()
     for name in ("good", "bad"):
-        (pytester.path / "skills_tests" / f"{name}.yaml").write_text(
-            f"skill: {name}\ntasks:\n  - {{id: a, prompt: p, check: 'true'}}\n")
-    pytester.makefile(".ini", pytest="[pytest]\nskill_court_skills = skills\nskill_court_sandbox = local\n")
-    result = pytester.runpytest("--skill-court", "--skill-court-model", "ollama/qwen2.5:7b",
-                                "--collect-only", "-q", "-p", "no:cacheprovider")
+        write_suite(pytester.path, name, [task("a", "p", "true")])
+    pytester.makefile(".ini", pytest=ini(models=(), sandbox="local", timeout=None, allow_unpriced=False))
+    result = run_court(pytester, "--skill-court-model", "ollama/qwen2.5:7b", "--collect-only", "-q", junitxml=None)
     out = result.stdout.str()
     assert "skills_tests/good.yaml::a[with]" in out and "skills_tests/good.yaml::verdict" in out, out
     assert "skills_tests/bad.yaml::a" not in out and "skills_tests/bad.yaml::verdict" not in out
     assert "skills_tests/bad.yaml::suite" in out  # one item that fails with the reason
-    run = pytester.runpytest("--skill-court", "--skill-court-model", "ollama/qwen2.5:7b", "-k", "bad",
-                             "-p", "no:cacheprovider")
+    run = run_court(pytester, "--skill-court-model", "ollama/qwen2.5:7b", "-k", "bad", junitxml=None)
     assert ("bad.yaml:1: skill: the skill 'bad' is left out of the library: "
             f"{skills}/bad/SKILL.md: cannot be read as UTF-8 text") in run.stdout.str(), run.stdout.str()
     run.assert_outcomes(failed=1, deselected=3)

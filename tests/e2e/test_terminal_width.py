@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -23,13 +23,11 @@ def test_the_section_fits_the_terminal(pytester: pytest.Pytester, server: LLMSer
     write_skill(pytester.path / "skills", skill, "How we format totals in this team")
     write_suite(pytester.path, skill, [task(f"t{i}", f"Question {i}: answer.", 'grep -qx RIGHT "$SKILL_COURT_ANSWER"')
                                        for i in range(1, 4)])
-    pytester.makefile(".ini", pytest=(
-        "[pytest]\nskill_court_skills = skills\nskill_court_models = custom/a-rather-long-model-name-too\n"
-        f"skill_court_base_url = {server.base_url}\nskill_court_sandbox = local\n"
-        "skill_court_timeout = 60\nskill_court_allow_unpriced = true\n"))
+    pytester.makefile(".ini", pytest=ini(server.base_url, models=("custom/a-rather-long-model-name-too",),
+                                         sandbox="local"))
     server.set_handler(misled)
     monkeypatch.setenv("COLUMNS", str(columns))
-    result = pytester.runpytest("--skill-court", "-p", "no:cacheprovider")
+    result = run_court(pytester, junitxml=None)
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "skill court" in line and line.startswith("="))
     end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from tests.support.builders import (ini, junit_properties, loading_agent, sees_skill, task, write_skill,
-                                 write_suite)
+from tests.support.builders import (ini, junit_properties, loading_agent, run_court, sees_skill, task, write_skill,
+                                    write_suite)
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -44,13 +44,6 @@ def right(request: RecordedRequest) -> str:
 
 def wrong(request: RecordedRequest) -> str:
     return f"total {question_number(request)}00"
-
-
-def run_court(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> pytest.RunResult:
-    argv = ["--skill-court", "-p", "no:cacheprovider", "--junitxml=junit.xml", *args]
-    if subprocess:
-        return pytester.runpytest_subprocess(*argv, timeout=600)
-    return pytester.runpytest(*argv)
 
 
 def test_helps_verdict_passes_and_junit_carries_properties(pytester: pytest.Pytester, server: LLMServer) -> None:
@@ -209,8 +202,8 @@ def test_bad_suite_fails_only_its_own_collection(pytester: pytest.Pytester, serv
 def test_no_model_configured_is_a_usage_error(pytester: pytest.Pytester) -> None:
     write_skill(pytester.path / "skills", "s", "d")
     write_suite(pytester.path, "s", [task("a", "hi", "true")])
-    pytester.makefile(".ini", pytest="[pytest]\nskill_court_skills = skills\n")
-    result = pytester.runpytest("--skill-court")
+    pytester.makefile(".ini", pytest=ini(models=(), sandbox=None, timeout=None, allow_unpriced=False))
+    result = run_court(pytester, junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no model configured*provider/model*"])
 
@@ -299,14 +292,14 @@ def test_last_failed_reruns_a_failed_verdict_with_its_runs(pytester: pytest.Pyte
     server.set_handler(lambda r: Reply(content=json.dumps({"cause": "c", "line": None})) if not r.tools
                        else agent(r))
     make_library(pytester, server.base_url)
-    first = pytester.runpytest("--skill-court")
+    first = run_court(pytester, junitxml=None, cacheprovider=True)
     first.assert_outcomes(passed=6, failed=1)
     calls = len(server.requests)
     # --lf selects only the failed verdict; its runs come back (from the cache), so it
     # stays HURTS instead of turning into a green INCONCLUSIVE decided on nothing
-    again = pytester.runpytest("--skill-court", "--lf")
+    again = run_court(pytester, "--lf", junitxml=None, cacheprovider=True)
     again.assert_outcomes(passed=6, failed=1)
     again.stdout.fnmatch_lines(["*house-format*HURTS*"])
     assert len(server.requests) == calls
-    only = pytester.runpytest("--skill-court", "-k", "verdict", "-p", "no:cacheprovider")
+    only = run_court(pytester, "-k", "verdict", junitxml=None)
     only.assert_outcomes(passed=6, failed=1)

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent.builtin import WRAP_UP, run_builtin_agent
-from pytest_skillcourt.agent.client import ChatClient, resolve_model
 from pytest_skillcourt.agent.prompt import render_system_prompt
 from pytest_skillcourt.agent.tools import Toolbox
 from pytest_skillcourt.sandbox import SandboxSpec, open_sandbox
 from pytest_skillcourt.skills import load_library
-from tests.support.builders import write_skill
+from tests.support.builders import chat_client, write_skill
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import require_bwrap
 
@@ -37,8 +36,7 @@ def sandbox():
 
 def agent(server: LLMServer, sandbox, library, *, timeout: float = 30, hidden=frozenset(), retries: int = 2,
           max_iterations: int = 60):
-    client = ChatClient(resolve_model("custom/m", base_url=server.base_url, environ={}),
-                        max_retries=retries, backoff_base=0.01)
+    client = chat_client(server.base_url, "custom/m", max_retries=retries)
     visible = library.visible(hidden)
     toolbox = Toolbox(sandbox=sandbox, library=library, visible=visible, hidden=frozenset(hidden),
                       skill_under_test="house-format", deadline=time.monotonic() + timeout)

@@ -9,16 +9,11 @@ import re
 import pytest
 
 from pytest_skillcourt import llm
-from pytest_skillcourt.agent.client import ChatClient, resolve_model
 from pytest_skillcourt.cause import CAUSE_LIMIT, Cause, find_cause
 from pytest_skillcourt.llm import TokenBudget
+from tests.support.builders import chat_client
 from tests.support.cause_transcript import LINE, MARKER, SKILL_MD, TRANSCRIPT
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
-
-
-def make_client(server: LLMServer) -> ChatClient:
-    spec = resolve_model("custom/judge", base_url=server.base_url, environ={})
-    return ChatClient(spec, max_retries=1, backoff_base=0.01)
 
 
 def reply(cause: str, line: str | None, tokens: tuple[int, int] = (300, 30)) -> Reply:
@@ -30,7 +25,7 @@ def ask(server: LLMServer, **overrides) -> Cause | None:
     kwargs = dict(task_prompt="Sum the amount column of sales.csv.", transcript=TRANSCRIPT,
                   skill_name="sales-csv-totals", other_answer="The total is 42.", skill_md=SKILL_MD)
     kwargs.update(overrides)
-    return find_cause(make_client(server), **kwargs)
+    return find_cause(chat_client(server.base_url), **kwargs)
 
 
 # --------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from pytest_skillcourt.gateway import (
     forwarder_argv,
 )
 from tests.support.agent_clis import claude_env, codex_env, require_claude, require_codex
+from tests.support.builders import model_spec
 from tests.support.llm_server import LLMServer, Reply, ToolCall, sequence
 from tests.support.sandbox_image import docker_cli, ensure_test_image, require_docker
 
@@ -57,8 +58,7 @@ REAL_KEY = "sk-real-provider-key-0123456789"
 
 
 def spec_for(server: LLMServer, key: str = REAL_KEY) -> ModelSpec:
-    return ModelSpec(label="custom/test-model", provider="custom", name="test-model",
-                     base_url=server.base_url, api_key=key)
+    return model_spec(server.base_url, api_key=key)
 
 
 @pytest.fixture
@@ -182,8 +182,7 @@ def test_stream_reaches_the_agent_as_it_arrives(gateway: Gateway) -> None:
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     _HeldStream.go.clear()
     try:
-        spec = ModelSpec(label="custom/m", provider="custom", name="m",
-                         base_url=f"http://127.0.0.1:{upstream.server_address[1]}/v1", api_key=REAL_KEY)
+        spec = model_spec(f"http://127.0.0.1:{upstream.server_address[1]}/v1", "custom/m", api_key=REAL_KEY)
         grant = gateway.open_run("r1", spec)
         body = {"model": "m", "messages": USER, "stream": True}
         with httpx.stream("POST", grant.openai_base_url + "/chat/completions", json=body, timeout=20,
@@ -208,8 +207,7 @@ def test_closing_the_run_cuts_its_stream(gateway: Gateway) -> None:
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     _HeldStream.go.clear()
     try:
-        spec = ModelSpec(label="custom/m", provider="custom", name="m",
-                         base_url=f"http://127.0.0.1:{upstream.server_address[1]}/v1", api_key=REAL_KEY)
+        spec = model_spec(f"http://127.0.0.1:{upstream.server_address[1]}/v1", "custom/m", api_key=REAL_KEY)
         grant = gateway.open_run("r1", spec)
         body = {"model": "m", "messages": USER, "stream": True}
         received: list[str] = []
@@ -685,7 +683,7 @@ def test_a_stalled_provider_times_out(server: LLMServer) -> None:
 
 
 def test_an_unreachable_provider_is_a_502(gateway: Gateway) -> None:
-    spec = ModelSpec(label="custom/m", provider="custom", name="m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    spec = model_spec("http://127.0.0.1:9/v1", "custom/m", api_key="k")
     grant = gateway.open_run("r1", spec)
     with pytest.raises(openai.InternalServerError) as err:
         chat(grant.openai_base_url, grant.token).chat.completions.create(model="m", messages=USER)

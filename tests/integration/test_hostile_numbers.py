@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_skillcourt.agent.client import ChatClient, resolve_model
+from tests.support.builders import chat_client
 from tests.support.llm_server import LLMServer, Reply
 
 
@@ -16,6 +16,5 @@ def test_garbage_usage_from_the_provider_is_no_traceback(server: LLMServer) -> N
             "usage": {"prompt_tokens": "abc", "completion_tokens": -500, "total_tokens": "x",
                       "cost": "free"}}
     server.set_handler(lambda request: Reply(raw_body=json.dumps(body).encode()))
-    result = ChatClient(resolve_model("custom/m", base_url=server.base_url)).chat(
-        [{"role": "user", "content": "hi"}])
+    result = chat_client(server.base_url, "custom/m").chat([{"role": "user", "content": "hi"}])
     assert (result.content, result.input_tokens, result.output_tokens, result.cost_usd) == ("hello", 0, 0, None)

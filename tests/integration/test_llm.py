@@ -4,16 +4,11 @@ token budget."""
 
 from __future__ import annotations
 
-from pytest_skillcourt.agent.client import ChatClient, resolve_model
 from pytest_skillcourt.llm import TokenBudget, UnreadableReply, ask_structured, parse_json_object
+from tests.support.builders import chat_client
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": "data"}]
-
-
-def make_client(server: LLMServer) -> ChatClient:
-    spec = resolve_model("custom/judge", base_url=server.base_url, environ={})
-    return ChatClient(spec, max_retries=1, backoff_base=0.01)
 
 
 def parse_answer(text: str) -> str:
@@ -35,7 +30,7 @@ def test_ask_structured_retries_once_with_the_reply_and_a_note():
 
     budget = TokenBudget(None)
     with LLMServer(handler) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, budget, who="tester")
+        asked = ask_structured(chat_client(server.base_url), MESSAGES, parse_answer, budget, who="tester")
         requests = server.requests
     assert (asked.value, asked.error, asked.budget_reached) == ("4", None, False)
     assert (asked.input_tokens, asked.output_tokens, budget.used) == (70, 7, 77)
@@ -46,7 +41,7 @@ def test_ask_structured_retries_once_with_the_reply_and_a_note():
 
 def test_ask_structured_names_who_failed_after_two_unreadable_replies():
     with LLMServer(lambda r: Reply(content="no", input_tokens=5, output_tokens=1)) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, None, who="tester")
+        asked = ask_structured(chat_client(server.base_url), MESSAGES, parse_answer, None, who="tester")
         n = len(server.requests)
     assert asked.value is None and n == 2
     assert asked.error.startswith("tester reply unreadable after 2 attempt(s): ")
@@ -55,7 +50,7 @@ def test_ask_structured_names_who_failed_after_two_unreadable_replies():
 
 def test_ask_structured_records_a_provider_error():
     with LLMServer(lambda r: Reply(status=401, error_message="nope")) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, None, who="tester")
+        asked = ask_structured(chat_client(server.base_url), MESSAGES, parse_answer, None, who="tester")
     assert asked.value is None and asked.error.startswith("tester provider error (auth): ")
 
 
@@ -63,6 +58,6 @@ def test_ask_structured_does_not_ask_once_the_budget_is_spent():
     budget = TokenBudget(10)
     budget.charge(10)
     with LLMServer(lambda r: Reply(content='{"answer": "x"}')) as server:
-        asked = ask_structured(make_client(server), MESSAGES, parse_answer, budget)
+        asked = ask_structured(chat_client(server.base_url), MESSAGES, parse_answer, budget)
         assert server.requests == []
     assert asked.budget_reached and asked.error == budget.reason()

@@ -1,8 +1,15 @@
-"""Helpers for end-to-end tests: small skill libraries, suites and scripted models.
+"""The builders every kind of test shares, one of each.
 
-The scripted "models" here are handlers for the local test server: they decide
-each reply from what the agent really sent (the system prompt's skills index,
-tool results), so the plugin's own code path is exercised for real.
+- the library: ``write_skill``, ``write_suite`` and ``task`` (a skill folder, a suite, one
+  of its tasks);
+- the project's ``pytest.ini``: ``ini``, every variant by keyword;
+- a session of the whole plugin: ``run_court`` (in process, or in a child python);
+- a model on the local test server: ``model_spec`` and ``chat_client``;
+- scripted models: ``sees_skill`` and ``loading_agent``, handlers for the test server that
+  decide each reply from what the agent really sent (the system prompt's skills index,
+  tool results), so the plugin's own code path is exercised for real;
+- reading what a session left: ``junit_properties``, ``count_rows``;
+- plain values: ``settings``, ``run_record``, ``trial_entry``.
 """
 
 from __future__ import annotations
@@ -10,17 +17,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import textwrap
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
+import pytest
+import yaml
+
+from pytest_skillcourt.agent.client import ChatClient, ModelSpec, resolve_model
 from pytest_skillcourt.options import AgentChoice, FailOn, Settings
 from pytest_skillcourt.quarantine import QuarantineEntry
 from pytest_skillcourt.records import ANSWERED, RunRecord
 from tests.support.llm_server import RecordedRequest, Reply, ToolCall, turn
+from tests.support.sandbox_image import docker_available, ensure_test_image
+
+# -- the library -----------------------------------------------------------------------
 
 
 def write_skill(root: Path, name: str, description: str, body: str = "Follow the house rules.") -> Path:
+    """``root/name/SKILL.md`` with ``name`` and ``description`` in its frontmatter; the folder."""
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(
@@ -29,8 +44,7 @@ def write_skill(root: Path, name: str, description: str, body: str = "Follow the
 
 
 def write_suite(root: Path, skill: str, tasks: Iterable[dict], **top: object) -> Path:
-    import yaml
-
+    """``root/skills_tests/<skill>.yaml`` holding ``tasks`` (and the ``top`` keys); its path."""
     path = root / "skills_tests" / f"{skill}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"skill": skill, **top, "tasks": list(tasks)}
@@ -38,30 +52,107 @@ def write_suite(root: Path, skill: str, tasks: Iterable[dict], **top: object) ->
     return path
 
 
+def task(tid: str, prompt: str, check: str | None = None, **kw: object) -> dict:
+    """One task of a suite (``check`` left out: the task is judged)."""
+    out: dict = {"id": tid, "prompt": prompt}
+    if check is not None:
+        out["check"] = check
+    out.update(kw)
+    return out
+
+
+# -- the project's pytest.ini -------------------------------------------------------------
+
+
 def default_sandbox() -> tuple[str, str]:
     """(backend, image) for end-to-end trials: Docker with the local test image
     where an engine answers (as the product defaults to), else bubblewrap."""
-    from tests.support.sandbox_image import docker_available, ensure_test_image
-
     if docker_available():
         return "docker", ensure_test_image()
     return "local", ""
 
 
-def ini(base_url: str, *, skills: str = "skills", extra: str = "", sandbox: str | None = None) -> str:
-    backend, image = default_sandbox() if sandbox is None else (sandbox, "")
-    if backend == "docker" and not image:
-        image = default_sandbox()[1]
-    return textwrap.dedent(f"""\
-        [pytest]
-        skill_court_skills = {skills}
-        skill_court_models = custom/test-model
-        skill_court_base_url = {base_url}
-        skill_court_sandbox = {backend}
-        skill_court_image = {image or "unused"}
-        skill_court_timeout = 60
-        skill_court_allow_unpriced = true
-        """) + extra
+def ini(base_url: str | None = None, *, skills: str | None = "skills",
+        models: Sequence[str] = ("custom/test-model",), sandbox: str | None = "auto",
+        image: str | None = None, timeout: float | None = 60, allow_unpriced: bool = True,
+        prices: Sequence[str] = (), extra: str = "") -> str:
+    """The ``[pytest]`` section of a project on trial, one line per setting given.
+
+    ``models``: one on the line, several one per line below it, none leaves the option
+    out.  ``sandbox``: ``"auto"`` is Docker with the local test image where an engine
+    answers, else ``"local"`` (bubblewrap); ``"docker"`` takes the test image; any other
+    name is written as it is; ``None`` leaves the option out.  ``image`` names another
+    image.  ``skills``, ``base_url`` or ``timeout`` of ``None`` leave their line out;
+    ``allow_unpriced`` writes ``skill_court_allow_unpriced = true``; ``prices`` are lines of
+    ``skill_court_prices``; ``extra`` is appended as it is.
+    """
+    lines = ["[pytest]"]
+    if skills is not None:
+        lines.append(f"skill_court_skills = {skills}")
+    if len(models) == 1:
+        lines.append(f"skill_court_models = {models[0]}")
+    elif models:
+        lines += ["skill_court_models ="] + [f"    {m}" for m in models]
+    if base_url is not None:
+        lines.append(f"skill_court_base_url = {base_url}")
+    if sandbox == "auto":
+        sandbox, found = default_sandbox()
+        image = image or found or None
+    elif sandbox == "docker":
+        image = image or ensure_test_image()
+    if sandbox is not None:
+        lines.append(f"skill_court_sandbox = {sandbox}")
+    if image:
+        lines.append(f"skill_court_image = {image}")
+    if timeout is not None:
+        lines.append(f"skill_court_timeout = {timeout:g}")
+    if allow_unpriced:
+        lines.append("skill_court_allow_unpriced = true")
+    if prices:
+        lines += ["skill_court_prices ="] + [f"    {p}" for p in prices]
+    return "\n".join(lines) + "\n" + extra
+
+
+# -- a session -------------------------------------------------------------------------------
+
+
+def run_court(pytester: pytest.Pytester, *args: str, subprocess: bool = False,
+              junitxml: str | None = "junit.xml", cacheprovider: bool = False,
+              timeout: float = 600) -> pytest.RunResult:
+    """``pytest --skill-court`` in ``pytester``'s folder, then ``args``.
+
+    In process, or with ``subprocess`` in a child python (killed after ``timeout``
+    seconds).  The JUnit file goes to ``junitxml`` (``None``: none is written); the cache
+    plugin is off unless ``cacheprovider`` (``--lf`` needs it).
+    """
+    argv = ["--skill-court"]
+    if not cacheprovider:
+        argv += ["-p", "no:cacheprovider"]
+    if junitxml is not None:
+        argv.append(f"--junitxml={junitxml}")
+    argv += args
+    if subprocess:
+        return pytester.runpytest_subprocess(*argv, timeout=timeout)
+    return pytester.runpytest(*argv)
+
+
+# -- a model on the test server ----------------------------------------------------------
+
+
+def model_spec(base_url: str, label: str = "custom/test-model", *, api_key: str | None = None) -> ModelSpec:
+    """``label`` at ``base_url`` (the test server) as the plugin resolves it, reading no
+    environment; ``api_key`` replaces the key it resolves to (``"none"``)."""
+    spec = resolve_model(label, base_url=base_url, environ={})
+    return spec if api_key is None else dataclasses.replace(spec, api_key=api_key)
+
+
+def chat_client(base_url: str, label: str = "custom/judge", *, max_retries: int = 1,
+                backoff_base: float = 0.01) -> ChatClient:
+    """A ``ChatClient`` for ``label`` on the test server at ``base_url`` that retries at once."""
+    return ChatClient(model_spec(base_url, label), max_retries=max_retries, backoff_base=backoff_base)
+
+
+# -- scripted models ---------------------------------------------------------------------
 
 
 def sees_skill(request: RecordedRequest, skill: str) -> bool:
@@ -91,18 +182,11 @@ def loading_agent(skill: str, answer_with: Callable[[RecordedRequest], str],
     return handler
 
 
-def task(tid: str, prompt: str, check: str | None = None, **kw: object) -> dict:
-    out: dict = {"id": tid, "prompt": prompt}
-    if check is not None:
-        out["check"] = check
-    out.update(kw)
-    return out
+# -- what a session left ---------------------------------------------------------------
 
 
 def junit_properties(xml_path: Path) -> dict[str, dict[str, str]]:
     """testcase name (classname::name) -> its properties."""
-    import xml.etree.ElementTree as ET
-
     out: dict[str, dict[str, str]] = {}
     for case in ET.parse(xml_path).getroot().iter("testcase"):
         key = case.get("name", "")
@@ -116,8 +200,21 @@ def junit_properties(xml_path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def count_rows(db: Path, table: str) -> int:
+    """The number of rows in ``table`` of the SQLite file ``db``."""
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def dump(obj: object) -> str:
+    """``obj`` as indented JSON, for assertion messages."""
     return json.dumps(obj, indent=1, default=str)
+
+
+# -- plain values --------------------------------------------------------------------------
 
 
 def settings(root: Path, **changes: Any) -> Settings:
@@ -152,12 +249,3 @@ def trial_entry(skill: str, model: str, **changes: Any) -> QuarantineEntry:
     )
     fields.update(changes)
     return QuarantineEntry(**fields)
-
-
-def count_rows(db: Path, table: str) -> int:
-    """The number of rows in ``table`` of the SQLite file ``db``."""
-    conn = sqlite3.connect(db)
-    try:
-        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-    finally:
-        conn.close()

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_skillcourt.agent.client import ModelSpec
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
-from tests.support.builders import settings, write_skill
+from tests.support.builders import model_spec, settings, write_skill
 
 # -- the plugin: three skills in two categories ---------------------------------------
 
@@ -51,8 +50,7 @@ def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, 
     library = load_library(lib_root)
     suite = Suite(path=tmp / "skills_tests" / f"{SKILL}.yaml", skill=SKILL,
                   tasks=(Task(id="t1", prompt=prompt),), timeout=timeout)
-    model = ModelSpec(label="custom/m", provider="custom", name="m", base_url=base_url,
-                      api_key="the-run-key")
+    model = model_spec(base_url, "custom/m", api_key="the-run-key")
     run_settings = settings(tmp, models=("custom/m",), agent=AgentChoice.HERMES, hermes_profile=profile,
                             sandbox="docker", disabled=disabled, memory_mb=512, pids=64)
     return RunContext(settings=run_settings, library=library,

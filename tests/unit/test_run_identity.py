@@ -15,13 +15,12 @@ from typing import Callable
 import pytest
 
 from pytest_skillcourt.agent import prompt as system_prompt
-from pytest_skillcourt.agent.client import ModelSpec
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.cache import run_key
 from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
-from tests.support.builders import settings, write_skill
+from tests.support.builders import model_spec, settings, write_skill
 
 SKILL = "house-format"
 SUITE_REL = f"skills_tests/{SKILL}.yaml"
@@ -37,8 +36,7 @@ def make_ctx(tmp: Path) -> RunContext:
     the_task = Task(id="t1", prompt="Question 1: give the total.", files=(("notes.txt", "keep"),),
                     fixtures=fixtures, check='grep -qx TOTAL "$SKILL_COURT_ANSWER"')
     suite = Suite(path=tmp / SUITE_REL, skill=SKILL, tasks=(the_task,), setup="true")
-    model = ModelSpec(label="custom/test-model", provider="custom", name="test-model",
-                      base_url="http://127.0.0.1:9/v1", api_key="key-1")
+    model = model_spec("http://127.0.0.1:9/v1", api_key="key-1")
     return RunContext(settings=settings(tmp), library=load_library(tmp / "skills"),
                       suite=suite, suite_rel=SUITE_REL, task=the_task, arm="with", rep=1,
                       model=model, trial="trial-1", backend="local", image="img",
