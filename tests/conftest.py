@@ -1,11 +1,12 @@
-"""Shared test configuration.
+"""Shared test configuration: the fixtures every folder uses, and one warm-up.
 
 pytester's in-process runs restore ``sys.modules`` afterwards: a module first
 imported inside an inner run is dropped and imported anew later, with new
 class objects (an ``httpcore.ReadTimeout`` that ``httpx`` no longer
 recognises, numpy refusing a second load).  So the heavy modules the plugin
-imports lazily are imported, and the HTTP client path exercised, once here,
-before any inner run.
+imports lazily are imported here, and the HTTP client path is exercised once
+when the session starts (``pytest_sessionstart``), before any test and so
+before any inner run; importing this file starts no server.
 """
 
 import contextlib
@@ -19,7 +20,7 @@ import yaml  # noqa: F401
 
 import pytest
 import pytest_skillcourt.session  # noqa: F401
-import pytest_skillcourt.sandbox  # noqa: F401
+import pytest_skillcourt.sandbox
 from tests.support.llm_server import LLMServer, Reply
 from tests.support.sandbox_image import require_bwrap, require_docker, require_hermes
 
@@ -36,7 +37,9 @@ def _warm_up_http_client() -> None:
                       timeout=0.5).models.list()
 
 
-_warm_up_http_client()
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The warm-up, once per session (each xdist worker is a session of its own)."""
+    _warm_up_http_client()
 
 
 @pytest.fixture
