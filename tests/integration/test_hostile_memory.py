@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from tests.support.sandbox_image import ensure_test_image, require_bwrap, require_docker
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: Address space the child may use: far below what reading /dev/zero or a
 #: 300 MB file whole would take, far above what the capped paths need.
@@ -105,7 +104,7 @@ print(json.dumps({"base_mb": base, "results": results}))
 def _run_child(backend: str) -> dict:
     image = ensure_test_image() if backend == "docker" else ""
     proc = subprocess.run([sys.executable, "-c", CHILD, backend, image, str(ADDRESS_SPACE_MB)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

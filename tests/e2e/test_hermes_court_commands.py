@@ -21,7 +21,7 @@ from tests.support import REPO
 from tests.support.builders import write_skill
 from tests.support.llm_server import LLMServer
 from tests.support.sandbox_image import require_bwrap, require_hermes
-from tests.test_trial_command import CHECK, SKILL, hurting_model
+from tests.e2e.test_trial_command import CHECK, SKILL, hurting_model
 
 
 class _Ctx:
