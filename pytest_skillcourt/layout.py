@@ -75,6 +75,17 @@ class Layout:
         """The lock taken while a command edits the suites."""
         return self.data_dir / "suites.lock"
 
+    def ensure_data_dir(self) -> Path:
+        """The data folder, made when missing; a repository's gets the ``.gitignore``
+        the store gives a folder it makes (its files are not for version control)."""
+        if not self.data_dir.is_dir():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if self.kind == REPOSITORY:
+                (self.data_dir / ".gitignore").write_text(
+                    "# made by pytest-skillcourt: its store and reports, not for version control\n*\n",
+                    encoding="utf-8")
+        return self.data_dir
+
     def describe(self) -> dict[str, Any]:
         """The layout as JSON-ready strings."""
         return {"kind": self.kind, "skills": str(self.skills_dir), "suites": str(self.suites_dir),

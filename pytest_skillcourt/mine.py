@@ -626,7 +626,7 @@ def run(args: argparse.Namespace) -> int:
         if not mined:
             print(f"no skill_view calls found in {state_db}")
             return 0
-        with locked(where.lock):
+        with locked(where.ensure_data_dir() / where.lock.name):
             for skill, tasks in mined.items():
                 if not tasks:
                     print(f"{skill}: 0 request(s) found")

@@ -208,7 +208,7 @@ def add_task(layout: Layout, skill: str, prompt: str, *, check: str | None = Non
             raise TaskError(f"--file: {name!r} is given twice; give each file once")
     library = library_of(layout)
     check_skill(library, skill)
-    with locked(layout.lock):
+    with locked(layout.ensure_data_dir() / layout.lock.name):
         found = find_suites(layout.suites_dir)
         try:
             path = the_suite(found, skill)
@@ -299,7 +299,7 @@ def remove_task(layout: Layout, task_id: str, *, skill: str | None = None) -> Re
     """
     if skill is not None:
         check_skill(library_of(layout), skill)
-    with locked(layout.lock):
+    with locked(layout.ensure_data_dir() / layout.lock.name):
         found = find_suites(layout.suites_dir)
         holders: list[tuple[str, Path, int, Task]] = []
         for name, paths in sorted(found.by_skill.items()):

@@ -429,7 +429,7 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
     if wanted > 1 and not xdist_installed() and options.parallel is not None:
         print(f"{prog} trial: --parallel {wanted}: pytest-xdist is not installed, so runs go one at a "
               "time (pip install pytest-xdist)", file=err)
-    layout.data_dir.mkdir(parents=True, exist_ok=True)
+    layout.ensure_data_dir()
     config = layout.data_dir / CONFIG_NAME
     write_atomic(config, config_text(layout, disabled))
     quarantine = options.quarantine or layout.quarantine
