@@ -960,9 +960,10 @@ def build_parser(prog: str = "skill-court") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=_wrap(
-            "Manage what pytest-skillcourt decided: the verdicts in the store (report, merge of CI "
-            "shards), the quarantine file that hides skills from the models they hurt (read live by "
-            "the Hermes Agent plugin), replay tasks, and leftovers of runs."
+            "Put the skills of a library on trial without a pytest project (trial), manage their "
+            "replay tasks (tasks), and what pytest-skillcourt decided: the verdicts in the store "
+            "(report, merge of CI shards), the quarantine file that hides skills from the models they "
+            "hurt (read live by the Hermes Agent plugin), appeals, and leftovers of runs."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
