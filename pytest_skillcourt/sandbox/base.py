@@ -1,7 +1,11 @@
 """The sandbox interface every backend implements.
 
 A sandbox is one fresh, isolated place where one run happens: no network, no
-host mounts, no host environment.  Backends (``local`` on bubblewrap,
+host mounts, no host environment.  Two exceptions exist for agents that run
+inside the sandbox (docs/architecture.md, "Agents inside the sandbox"), each
+only when the spec asks: a folder of the sandbox's own mounted read-write at
+``GATEWAY_MOUNT`` (where the run's model gateway socket is put), and single
+host files (an agent's binary) mounted read-only under ``AGENT_ROOT``.  Backends (``local`` on bubblewrap,
 ``docker``) differ only in how they provide that; everything above them
 (agent tools, checks, file capture) talks to this interface alone:
 ``Sandbox`` is one live sandbox, ``Backend`` the way of making them that the
@@ -14,7 +18,9 @@ from __future__ import annotations
 import abc
 import io
 import os
+import posixpath
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, runtime_checkable
@@ -45,6 +51,14 @@ ANSWER_PATH = "/tmp/skill-court/answer"
 
 #: Label/name prefix that marks sandboxes as ours so ``cleanup`` finds them.
 LABEL = "skillcourt"
+
+#: Where a sandbox made with ``SandboxSpec(gateway=True)`` sees its gateway
+#: folder (``Sandbox.gateway_dir`` on the host); the run's gateway socket is
+#: put there (``gateway.SANDBOX_SOCKET`` is a file in it).
+GATEWAY_MOUNT = "/run/skill-court"
+
+#: The folder under which ``SandboxSpec.agent_files`` are mounted.
+AGENT_ROOT = "/opt/skill-court"
 
 
 class SandboxError(Exception):
@@ -102,6 +116,58 @@ class SandboxSpec:
     cpus: float = 1.0
     labels: Mapping[str, str] = field(default_factory=dict)
     name_hint: str = ""
+    #: Mount a fresh, empty host folder of this sandbox's own read-write at
+    #: ``GATEWAY_MOUNT`` (its host path is ``Sandbox.gateway_dir``; it goes
+    #: with the sandbox).  The network stays off: a unix socket put there is
+    #: the only way out.
+    gateway: bool = False
+    #: Single host files mounted read-only, sandbox path -> host path (an
+    #: agent's binary).  Each sandbox path lies under ``AGENT_ROOT``; each
+    #: host path is a regular file (symlinks are followed first).
+    agent_files: Mapping[str, str] = field(default_factory=dict)
+
+
+#: The longest host path a unix socket may have (``sun_path`` is 108 bytes with its NUL).
+MAX_SOCKET_PATH = 107
+
+
+def make_gateway_dir(parent: str | None = None) -> str:
+    """A fresh, empty host folder (mode 0700) for a sandbox's ``GATEWAY_MOUNT``.
+
+    Made under ``parent`` (default: the temp dir) unless a socket in it would
+    have a longer path than a unix socket may have; then under ``/tmp``.
+
+    Raises:
+        SandboxError: the folder could not be made.
+    """
+    base = parent or tempfile.gettempdir()
+    # room for the random part and a socket's file name (gateway.sock)
+    if len(os.path.join(base, f"{LABEL}-gw-xxxxxxxx", "gateway.sock")) > MAX_SOCKET_PATH:
+        base = "/tmp"
+    try:
+        return tempfile.mkdtemp(prefix=f"{LABEL}-gw-", dir=base)
+    except OSError as exc:
+        raise SandboxError(f"cannot make the sandbox's gateway folder under {base}: {exc}") from exc
+
+
+def agent_mounts(spec: SandboxSpec) -> list[tuple[str, str]]:
+    """``spec.agent_files`` checked, as (host file, sandbox path) pairs sorted by sandbox path.
+
+    Raises:
+        SandboxError: a sandbox path is not a plain absolute path under
+            ``AGENT_ROOT``, or a host path is not an existing regular file.
+    """
+    mounts: list[tuple[str, str]] = []
+    for target, host in sorted(spec.agent_files.items()):
+        if (not isinstance(target, str) or not target.startswith(AGENT_ROOT + "/")
+                or posixpath.normpath(target) != target or "\0" in target):
+            raise SandboxError(f"agent_files: sandbox path {target!r} must be a plain absolute "
+                               f"path under {AGENT_ROOT}/")
+        real = os.path.realpath(host)
+        if not os.path.isfile(real):
+            raise SandboxError(f"agent_files: {host!r} (for {target}) is not a regular file on the host")
+        mounts.append((real, target))
+    return mounts
 
 
 class Sandbox(abc.ABC):
@@ -112,6 +178,9 @@ class Sandbox(abc.ABC):
     """
 
     backend: str = "abstract"
+    #: The host folder mounted at ``GATEWAY_MOUNT`` when the spec asked for
+    #: one (``SandboxSpec.gateway``), else None.  Removed by ``close``.
+    gateway_dir: str | None = None
 
     @abc.abstractmethod
     def exec(

@@ -5,7 +5,11 @@ The engine is whatever ``DOCKER_HOST`` names (a local socket, ``tcp://``,
 ``ssh://user@host``); the docker SDK is imported only here.
 
 Each sandbox is a container created from the spec's image with:
-``network_mode="none"``; no bind mounts or volumes; the environment the spec
+``network_mode="none"``; no bind mounts or volumes but the two a spec may ask
+for (``SandboxSpec.gateway``: a fresh host folder of the sandbox's own at
+``GATEWAY_MOUNT``, read-write; ``SandboxSpec.agent_files``: single files
+read-only under ``AGENT_ROOT``), which need the engine on this machine
+(:func:`engine_is_local`); the environment the spec
 sets (plus ``HOME=/root``), nothing from the host; memory (swap equal, so no
 swap), pids and cpu limits from the spec; ``cap_drop=ALL`` with only the
 capabilities an ordinary root shell needs for files and users added back
@@ -51,6 +55,9 @@ from pytest_skillcourt.sandbox.base import (
     render_output,
     tar_of_files,
 )
+
+# The mounts a spec may ask for (agents inside the sandbox).
+from pytest_skillcourt.sandbox.base import GATEWAY_MOUNT, agent_mounts, make_gateway_dir  # noqa: E402
 
 #: Name prefix of our containers (with the label, how cleanup finds them).
 NAME_PREFIX = f"{LABEL}-"
@@ -109,6 +116,12 @@ def _use_ssh_client() -> bool:
     except ImportError:
         return True
     return False
+
+
+def engine_is_local() -> bool:
+    """True when the engine runs on this machine (``DOCKER_HOST`` unset or a unix
+    socket): only then is a host path in a bind mount a path of this host."""
+    return os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
 
 
 def client() -> Any:
@@ -219,6 +232,18 @@ class DockerSandbox(Sandbox):
         hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_.")[:40]
         self.name = NAME_PREFIX + (hint + "-" if hint else "") + secrets.token_hex(6)
         env = {"HOME": "/root", **spec.env}
+        files = agent_mounts(spec)  # checked before anything is made
+        if (spec.gateway or files) and not engine_is_local():
+            raise SandboxUnavailable(
+                f"docker sandbox: the engine at {_engine_name()} is not on this machine, so it "
+                "cannot mount the gateway folder or the agent's binary from here. Fix: use a "
+                "local engine (unset DOCKER_HOST), or `--skill-court-sandbox local`.")
+        # The engine's Mount objects (what docker.types.Mount builds): a bind fails when its
+        # source is missing, where a `-v` bind would make an empty folder instead.
+        mounts = [{"Type": "bind", "Source": host, "Target": target, "ReadOnly": True} for host, target in files]
+        if spec.gateway:
+            self.gateway_dir = make_gateway_dir()
+            mounts.insert(0, {"Type": "bind", "Source": self.gateway_dir, "Target": GATEWAY_MOUNT, "ReadOnly": False})
         host_config = self._api.create_host_config(
             network_mode="none",
             mem_limit=spec.memory_mb * 1024 * 1024,
@@ -230,6 +255,7 @@ class DockerSandbox(Sandbox):
             security_opt=["no-new-privileges"],
             init=True,
             auto_remove=False,
+            mounts=mounts or None,
         )
         create = functools.partial(
             self._api.create_container,
@@ -413,6 +439,7 @@ class DockerSandbox(Sandbox):
                 return
             self._closed = True
         if self.id is None:
+            _remove_gateway_dir(self.gateway_dir)
             return
         # Removal runs in a non-daemon thread: a Ctrl-C landing while we wait
         # interrupts the wait, not the removal, and the interpreter waits for
@@ -424,6 +451,7 @@ class DockerSandbox(Sandbox):
         except BaseException:  # noqa: BLE001 - never raise from close
             pass
         _live.discard(self)
+        _remove_gateway_dir(self.gateway_dir)
 
     def __repr__(self) -> str:
         return f"<DockerSandbox {self.name}{' closed' if self._closed else ''}>"
@@ -440,6 +468,13 @@ def open_docker(spec: SandboxSpec) -> DockerSandbox:
     if reason:
         raise SandboxUnavailable(reason)
     return DockerSandbox(spec)
+
+
+def _remove_gateway_dir(path: str | None) -> None:
+    import shutil
+
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove(api: Any, container_id: str) -> None:

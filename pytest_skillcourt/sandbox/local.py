@@ -16,7 +16,12 @@ What the jail gives:
   a synthetic ``passwd``/``group``/``hosts``/``hostname`` (no host user names,
   never ``shadow``, ``ssh/``, ``environment``, ``docker/``, ...);
 - never ``/home``, ``/work``, ``/opt``, ``/var``, ``/srv``, the host's
-  ``/root`` or ``/tmp``;
+  ``/root`` or ``/tmp``; only when the spec asks, a folder of the sandbox's
+  own at ``GATEWAY_MOUNT`` (``--bind``; inside the sandbox directory, owned by
+  the sandbox's uid) and single agent files read-only under ``AGENT_ROOT``
+  (``--ro-bind-fd`` of a file the host process opened, so the sandbox's uid
+  needs no access to the file's host folders; bubblewrap before 0.7 has no
+  ``--ro-bind-fd`` and binds the path instead);
 - an empty environment plus ``PATH``, ``HOME=/root``, ``LANG`` and what the
   spec or the exec sets;
 - limits per exec with ``prlimit``: processes (``RLIMIT_NPROC``) and memory
@@ -80,6 +85,14 @@ from pytest_skillcourt.sandbox.base import (
 )
 
 #: Prefix of the host directories that hold local sandboxes (cleanup finds them).
+# The mounts a spec may ask for (agents inside the sandbox).
+from pytest_skillcourt.sandbox.base import (  # noqa: E402
+    GATEWAY_MOUNT,
+    MAX_SOCKET_PATH,
+    agent_mounts,
+    make_gateway_dir,
+)
+
 DIR_PREFIX = f"{LABEL}-local-"
 
 #: The file in a sandbox directory its live owner keeps locked.
@@ -139,6 +152,22 @@ def _tools() -> _Tools:
     if bwrap is None:
         raise SandboxUnavailable(
             "local sandbox: `bwrap` (bubblewrap) is not installed. "
+    #: bwrap has ``--ro-bind-fd`` (0.7 and later)
+    bind_fd: bool = False
+
+
+_bind_fd: dict[str, bool] = {}
+
+
+def _has_bind_fd(bwrap: str) -> bool:
+    """Does this bwrap know ``--ro-bind-fd``? (asked once per binary)"""
+    if bwrap not in _bind_fd:
+        try:
+            done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+            _bind_fd[bwrap] = "--ro-bind-fd" in done.stdout + done.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _bind_fd[bwrap] = False
+    return _bind_fd[bwrap]
             "Fix: `apt-get install bubblewrap` (or `dnf install bubblewrap`), "
             "or use `--skill-court-sandbox docker`."
         )
@@ -148,7 +177,8 @@ def _tools() -> _Tools:
             "local sandbox: `timeout` (coreutils) is not installed; it enforces exec "
             "timeouts inside the jail. Fix: `apt-get install coreutils`."
         )
-    return _Tools(bwrap=bwrap, prlimit=shutil.which("prlimit"), timeout=timeout)
+    return _Tools(bwrap=bwrap, prlimit=shutil.which("prlimit"), timeout=timeout,
+                  bind_fd=_has_bind_fd(bwrap))
 
 
 def _run_as_uid() -> int | None:
@@ -269,6 +299,7 @@ class LocalSandbox(Sandbox):
                 os.mkdir(os.path.join(self.host_dir, sub), 0o755)
             os.chmod(os.path.join(self.host_dir, "root"), 0o700)
             os.chmod(os.path.join(self.host_dir, "tmp"), 0o1777)
+        self._file_fds: list[int] = []
             for name, text in SYNTH_ETC.items():
                 with open(os.path.join(self.host_dir, "etc", name), "w", encoding="utf-8") as fh:
                     fh.write(text)
@@ -283,6 +314,15 @@ class LocalSandbox(Sandbox):
         except BaseException:
             self.close()
             raise
+            self._mounts = self._agent_mounts(agent_mounts(spec))
+            if spec.gateway:
+                self.gateway_dir = os.path.join(self.host_dir, "gateway")
+                if len(os.path.join(self.gateway_dir, "gateway.sock")) > MAX_SOCKET_PATH:
+                    self.gateway_dir = make_gateway_dir()  # a socket in it must have a short path
+                else:
+                    os.mkdir(self.gateway_dir, 0o700)
+                if self._uid is not None:
+                    os.chown(self.gateway_dir, self._uid, self._uid)
 
     # -- jail construction -------------------------------------------------
 
@@ -293,6 +333,18 @@ class LocalSandbox(Sandbox):
             "--hostname", "sandbox",
             "--die-with-parent", "--new-session", "--clearenv",
             *_system_binds(),
+    def _agent_mounts(self, files: list[tuple[str, str]]) -> list[str]:
+        """bwrap arguments mounting each agent file read-only, by an fd opened here."""
+        args: list[str] = []
+        for host, target in files:
+            if not self._tools.bind_fd:
+                args += ["--ro-bind", host, target]
+                continue
+            fd = os.open(host, os.O_PATH | os.O_CLOEXEC)
+            self._file_fds.append(fd)
+            args += ["--ro-bind-fd", str(fd), target]
+        return args
+
             "--dir", "/etc",
         ]
         for name in ETC_ALLOW:
@@ -314,6 +366,8 @@ class LocalSandbox(Sandbox):
         ]
         return args
 
+            *(["--bind", self.gateway_dir, GATEWAY_MOUNT] if self.gateway_dir else []),
+            *self._mounts,
     def _argv(self, command: str, timeout: float, env: Mapping[str, str]) -> list[str]:
         args = list(self._static_args)
         for key, value in env.items():
@@ -381,7 +435,7 @@ class LocalSandbox(Sandbox):
             os.lseek(args_fd, 0, os.SEEK_SET)
             proc = subprocess.Popen(
                 [argv[0], "--args", str(args_fd), *argv[split:]],
-                pass_fds=(args_fd,),
+                pass_fds=(args_fd, *self._file_fds),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -470,7 +524,15 @@ def open_local(spec: SandboxSpec) -> LocalSandbox:
     """Create a local sandbox (raises SandboxUnavailable when bwrap cannot)."""
     return LocalSandbox(spec)
 
+        for fd in getattr(self, "_file_fds", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
+            gateway = self.gateway_dir
+            if gateway and not gateway.startswith(self.host_dir + os.sep):
+                shutil.rmtree(gateway, ignore_errors=True)
 def remove_tree(path: str) -> None:
     """Remove a sandbox directory even when the run left unreadable dirs."""
 

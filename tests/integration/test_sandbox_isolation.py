@@ -5,6 +5,12 @@ What the local (bubblewrap) backend does not give, and so is not claimed
 here: a memory limit over the whole run (its limit is per process,
 ``RLIMIT_DATA``; the memory test below only shows one process cannot take
 more), a CPU quota, a disk quota.
+
+A sandbox for an agent that runs inside it has exactly two mounts more
+(``SandboxSpec.gateway``: its own gateway folder at ``/run/skill-court``;
+``agent_files``: one binary read-only under ``/opt/skill-court``): every
+property below that takes ``sb`` is checked on such a sandbox too, and the
+"only mounts" tests at the end check that nothing else came with them.
 """
 
 from __future__ import annotations
@@ -46,9 +52,18 @@ def _open(backend: str, **kw: object) -> Sandbox:
     return open_sandbox(backend, SandboxSpec(image=image, name_hint="isolation", **kw))  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def sb(backend: str) -> Iterator[Sandbox]:
-    with _open(backend) as sandbox:
+#: The agent file the "mounted" sandboxes get (any regular host file would do).
+AGENT_FILE = "/opt/skill-court/bin/busybox"
+
+
+def _mounted(backend: str, **kw: object) -> Sandbox:
+    """A sandbox with the gateway folder and one agent file, as agents inside get it."""
+    return _open(backend, gateway=True, agent_files={AGENT_FILE: _host_busybox()}, **kw)
+
+
+@pytest.fixture(params=["plain", "mounted"])
+def sb(backend: str, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    with (_open(backend) if request.param == "plain" else _mounted(backend)) as sandbox:
         yield sandbox
 
 
@@ -307,3 +322,79 @@ def test_two_sandboxes_do_not_see_each_other(backend: str) -> None:
         # Local execs each get their own pid namespace, so only a container
         # shows other execs' processes; A's must show there.
         assert f"sleep 3 # {marker}" in own.stdout
+
+
+# -- the mounts of an agent that runs inside: exactly these two ---------------------------
+
+
+#: Mount points that are not host folders: kernel and memory file systems.
+_VIRTUAL = ("proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "devtmpfs", "overlay")
+
+
+def _host_mounts(sandbox: Sandbox) -> set[str]:
+    """Mount points inside the sandbox backed by a host file system (from mountinfo)."""
+    r = sandbox.exec("cat /proc/self/mountinfo")
+    assert r.ok, r
+    points = set()
+    for line in r.stdout.splitlines():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        if fstype not in _VIRTUAL:
+            points.add(fields[4])
+    return points
+
+
+def test_the_gateway_folder_and_the_agent_file_are_the_only_mounts(backend: str) -> None:
+    with _open(backend) as plain, _mounted(backend) as sandbox:
+        assert plain.gateway_dir is None
+        folder = sandbox.gateway_dir
+        assert folder and os.path.isdir(folder) and os.listdir(folder) == []
+        # Beside what a plain sandbox of the backend has (the system view, docker's /etc files),
+        # exactly the two mounts the spec asked for.
+        assert _host_mounts(sandbox) - _host_mounts(plain) == {"/run/skill-court", AGENT_FILE}
+        # The folder is shared both ways and writable; the agent file runs and is read-only.
+        with open(os.path.join(folder, "from-host"), "w") as fh:
+            fh.write("host\n")
+        r = sandbox.exec(f"cat /run/skill-court/from-host; echo inside > /run/skill-court/from-inside; "
+                         f"{AGENT_FILE} true && echo ran; echo x > {AGENT_FILE} || echo refused; "
+                         "ls /opt/skill-court; ls /opt/skill-court/bin")
+        assert r.stdout.split() == ["host", "ran", "refused", "bin", "busybox"], r
+        with open(os.path.join(folder, "from-inside")) as fh:
+            assert fh.read() == "inside\n"
+        with open(_host_busybox(), "rb") as fh:
+            assert fh.read(64) == sandbox.read_file(AGENT_FILE)[:64]
+    assert not os.path.exists(folder)  # the folder goes with the sandbox
+
+
+@pytest.mark.docker
+def test_docker_mounts_are_exactly_the_gateway_folder_and_the_agent_file() -> None:
+    from pytest_skillcourt.sandbox.docker import client
+
+    require_docker()
+    with _mounted("docker") as sandbox:
+        info = client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
+    mounts = sorted((m["Type"], m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"])
+    assert mounts == sorted([("bind", sandbox.gateway_dir, "/run/skill-court", True),
+                             ("bind", os.path.realpath(_host_busybox()), AGENT_FILE, False)])
+    assert not info["HostConfig"].get("Binds") and info["HostConfig"]["NetworkMode"] == "none"
+
+
+def test_two_sandboxes_have_their_own_gateway_folders(backend: str) -> None:
+    with _mounted(backend) as a, _mounted(backend) as b:
+        assert a.gateway_dir != b.gateway_dir
+        a.exec("echo a > /run/skill-court/mine")
+        assert b.exec("ls -A /run/skill-court").stdout.strip() == ""
+        assert os.listdir(str(a.gateway_dir)) == ["mine"]
+
+
+@pytest.mark.parametrize("files", [
+    {"/usr/bin/agent": "/bin/sh"},                      # outside /opt/skill-court
+    {"/opt/skill-court/../../etc/passwd": "/bin/sh"},   # not a plain path
+    {"/opt/skill-court/bin/dir": "/usr"},               # a folder, not one file
+    {"/opt/skill-court/bin/none": "/nonexistent/agent"},
+])
+def test_agent_files_must_be_single_host_files_under_opt_skill_court(backend: str, files: dict) -> None:
+    from pytest_skillcourt.sandbox import SandboxError
+
+    with pytest.raises(SandboxError, match="agent_files"):
+        _open(backend, agent_files=files)
