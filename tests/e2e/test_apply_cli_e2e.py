@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.cli import main
-from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
+from tests.support.builders import ini, question_number, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -22,24 +22,17 @@ pytestmark = pytest.mark.usefixtures("bwrap_ok")
 CAUSE = {"cause": "the skill says to spell totals out", "line": "Follow the house rules."}
 
 
-def number(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
-
-
 def hurts_house_format(request: RecordedRequest) -> Reply:
     """Wrong when house-format is listed, right otherwise; the cause finder gets CAUSE."""
     if not request.tools:
         return Reply(content=json.dumps(CAUSE))
-    n = number(request)
+    n = question_number(request)
     return Reply(content=f"total {n}00" if sees_skill(request, "house-format") else f"TOTAL-{n}",
                  input_tokens=100, output_tokens=20)
 
 
 def always_right(request: RecordedRequest) -> Reply:
-    return Reply(content=f"TOTAL-{number(request)}", input_tokens=100, output_tokens=20)
+    return Reply(content=f"TOTAL-{question_number(request)}", input_tokens=100, output_tokens=20)
 
 
 def library(pytester: pytest.Pytester, base_url: str) -> None:

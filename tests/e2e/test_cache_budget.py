@@ -19,7 +19,8 @@ import sqlite3
 
 import pytest
 
-from tests.support.builders import ini, junit_properties, run_court, sees_skill, task, write_skill, write_suite
+from tests.support.builders import (ini, junit_properties, question_number, run_court, sees_skill, task, write_skill,
+                                    write_suite)
 from tests.support.bwrap_counter import BwrapCounter
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
@@ -36,18 +37,11 @@ def counter(monkeypatch: pytest.MonkeyPatch):
     c.remove()
 
 
-def number(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
-
-
 def helps_house_format(request: RecordedRequest) -> Reply:
     """Right when house-format is listed, wrong otherwise; 120 tokens per call."""
     if not request.tools:  # the judge
         return Reply(content=json.dumps({"winner": "tie", "reason": "both answered the same"}))
-    n = number(request)
+    n = question_number(request)
     text = f"TOTAL-{n}" if sees_skill(request, "house-format") else f"total {n}00"
     return Reply(content=text, input_tokens=100, output_tokens=20)
 
@@ -235,7 +229,7 @@ def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, s
 
 
 def test_provider_reported_cost_is_used(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(lambda r: Reply(content=f"TOTAL-{number(r)}", input_tokens=10, output_tokens=5,
+    server.set_handler(lambda r: Reply(content=f"TOTAL-{question_number(r)}", input_tokens=10, output_tokens=5,
                                        cost=0.002))
     two_suites(pytester, server.base_url, n_tasks=1,
                ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False))

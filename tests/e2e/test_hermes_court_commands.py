@@ -1,117 +1,25 @@
-"""``hermes court`` offers every ``skill-court`` command with the same help and exit
-statuses: wired as ``hermes_cli/main.py`` wires plugin commands, and through the real
-``hermes`` CLI (hermes-agent 0.19.0), where a trial runs on the profile's own model and
-its quarantine lands in the profile's file."""
+"""``hermes court`` through the real ``hermes`` CLI (hermes-agent 0.19.0): a trial runs on
+the profile's own model and its quarantine lands in the profile's file (the wiring on its
+own: ``tests/unit/test_hermes_court_commands.py``)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pytest_skillcourt import cli, hermes
 from pytest_skillcourt import quarantine as q
 from tests.support import REPO
-from tests.support.builders import write_skill
+from tests.support.builders import hurting_model, write_skill
+from tests.support.hermes_setups import plugin_path_entry
 from tests.support.llm_server import LLMServer
 from tests.support.sandbox_image import require_bwrap, require_hermes
-from tests.e2e.test_trial_command import CHECK, SKILL, hurting_model
 
-
-class _Ctx:
-    def __init__(self) -> None:
-        self.commands: dict[str, tuple[Any, ...]] = {}
-
-    def register_hook(self, *a: Any) -> None: ...
-
-    def register_middleware(self, *a: Any) -> None: ...
-
-    def register_cli_command(self, name: str, help: str, setup_fn: Any, handler_fn: Any = None,
-                             description: str = "") -> None:
-        self.commands[name] = (help, setup_fn, handler_fn, description)
-
-
-def hermes_court() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    ctx = _Ctx()
-    hermes.register(ctx)
-    help_, setup_fn, handler_fn, description = ctx.commands["court"]
-    top = argparse.ArgumentParser(prog="hermes")
-    court = top.add_subparsers(dest="command").add_parser(
-        "court", help=help_, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    setup_fn(court)
-    court.set_defaults(func=handler_fn)
-    return top, court
-
-
-def choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return dict(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
-
-
-def test_every_command_and_subcommand_is_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    _, court = hermes_court()
-    commands = choices(court)
-    assert set(commands) == set(cli.SUBCOMMANDS) >= {"trial", "tasks", "list", "quarantine", "release", "report",
-                                                     "appeal", "merge", "cleanup"}
-    assert set(choices(commands["tasks"])) == {"add", "list", "rm", "mine"}
-    mine_parser = choices(cli.build_parser())
-    for name in commands:
-        # The same text but for the name and the quarantine default, the Hermes home's own.
-        ours = commands[name].format_help().replace("usage: hermes court", "usage: skill-court")
-        assert strip(ours) == strip(mine_parser[name].format_help()), name
-
-
-def strip(text: str) -> str:
-    """Help text without its wrapping (which follows the prog's length) and the quarantine default."""
-    text = " ".join(text.split())
-    return re.sub(r"\(default: \$SKILL_COURT_QUARANTINE if set, else .*?quarantine\.json\)", "(default: Q)", text)
-
-
-def test_exit_statuses_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "h"))
-    write_skill(tmp_path / "h" / "skills", SKILL, "How we format totals")
-    top, _ = hermes_court()
-    with pytest.raises(SystemExit) as usage:
-        top.parse_args(["court", "trial", SKILL, "--tasks", "zero"])
-    assert usage.value.code == 4
-    args = top.parse_args(["court", "trial", SKILL])
-    with pytest.raises(SystemExit) as no_tasks:
-        args.func(args)
-    assert no_tasks.value.code == 4
-    assert f"hermes court trial: '{SKILL}' has no tasks" in capsys.readouterr().err
-    args = top.parse_args(["court", "tasks", "add", SKILL, "--prompt", "Q"])
-    assert args.func(args) is None  # 0: Hermes' handler returns, as for every command
-    assert (tmp_path / "h" / "plugin-data" / "skill-court" / "suites" / f"{SKILL}.yaml").is_file()
-    args = top.parse_args(["court", "tasks", "list", "ghost"])
-    with pytest.raises(SystemExit) as unknown:
-        args.func(args)
-    assert unknown.value.code == 2
-    args = top.parse_args(["court", "report"])  # the default store is the Hermes home's
-    with pytest.raises(SystemExit) as nothing:
-        args.func(args)
-    assert nothing.value.code == 2
-    assert str(tmp_path / "h" / "plugin-data" / "skill-court" / "court.db") in capsys.readouterr().err
-
-
-# -- the real hermes CLI --------------------------------------------------------------------
-
-
-def plugin_path_entry(root: Path) -> Path:
-    """A dist-info making this checkout's plugin discoverable by Hermes without pip install."""
-    site = root / "site"
-    dist = site / "pytest_skillcourt-0.0.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-skillcourt\nVersion: 0.0.0\n")
-    (dist / "entry_points.txt").write_text("[hermes_agent.plugins]\nskill-court = pytest_skillcourt.hermes\n")
-    return site
+SKILL = "house-format"
+CHECK = 'grep -qx "TOTAL-{n}" "$SKILL_COURT_ANSWER"'
 
 
 class RealHermes:

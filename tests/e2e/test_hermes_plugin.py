@@ -19,19 +19,8 @@ import pytest
 from pytest_skillcourt import cli
 from pytest_skillcourt import quarantine as q
 from tests.support import REPO
-from tests.support.hermes_setups import SALES, write_skills
+from tests.support.hermes_setups import SALES, plugin_path_entry, write_skills
 from tests.support.sandbox_image import require_hermes
-
-
-def plugin_path_entry(root: Path) -> Path:
-    """A folder that makes this checkout's plugin discoverable without pip install:
-    a dist-info with the entry point; put it and the repository on PYTHONPATH."""
-    site = root / "site"
-    dist = site / "pytest_skillcourt-0.0.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-skillcourt\nVersion: 0.0.0\n")
-    (dist / "entry_points.txt").write_text("[hermes_agent.plugins]\nskill-court = pytest_skillcourt.hermes\n")
-    return site
 
 
 class RealHermes:

@@ -17,19 +17,12 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent import hermes_runner as hr
-from tests.support.builders import ini, junit_properties, run_court, task, write_skill, write_suite
+from tests.support.builders import ini, junit_properties, question_number, run_court, task, write_skill, write_suite
 from tests.support.hermes_setups import SKILL
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
 DISABLED_MESSAGE = ("Skill 'house-format' is disabled. Enable it with `hermes skills` or inspect "
                     "the files directly on disk.")
-
-
-def question(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question " in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
 
 
 def scripted_model(host_marker: str):
@@ -45,7 +38,7 @@ def scripted_model(host_marker: str):
                          output_tokens=10)
         if t == 1:
             view = json.loads(request.tool_results()[-1]["content"])
-            value = f"TOTAL-{question(request)}" if view.get("success") else f"total {question(request)}00"
+            value = f"TOTAL-{question_number(request)}" if view.get("success") else f"total {question_number(request)}00"
             command = f"printf '%s\\n' '{value}' > /workspace/out.txt && touch {host_marker} && cat out.txt"
             return Reply(tool_calls=(ToolCall("terminal", {"command": command}),), input_tokens=100,
                          output_tokens=10)

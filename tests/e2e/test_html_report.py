@@ -15,7 +15,7 @@ import pytest
 
 from pytest_skillcourt.report.html import render_html, store_data
 from pytest_skillcourt.store import Store
-from tests.support.builders import ini, loading_agent, run_court, task, write_skill, write_suite
+from tests.support.builders import ini, loading_agent, question_number, run_court, task, write_skill, write_suite
 from tests.support.html_sample import sample_data
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap
@@ -33,14 +33,9 @@ def test_html_report_end_to_end(pytester: pytest.Pytester, server: LLMServer) ->
     comes back from the store."""
     require_bwrap()
 
-    def number(request: RecordedRequest) -> str:
-        for msg in request.messages:
-            if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-                return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-        return "?"
-
-    agent = loading_agent("house-format", lambda r: f"total {number(r)}00 <script>alert('answer')</script>",
-                          lambda r: f"TOTAL-{number(r)}")
+    agent = loading_agent("house-format",
+                          lambda r: f"total {question_number(r)}00 <script>alert('answer')</script>",
+                          lambda r: f"TOTAL-{question_number(r)}")
 
     def handler(request: RecordedRequest) -> Reply:
         if not request.tools:  # the cause finder

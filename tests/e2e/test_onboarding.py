@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_skillcourt.store import Store
 from tests.support.builders import ini, run_court, task, write_skill, write_suite
 
 
@@ -30,11 +29,3 @@ def test_listing_items_needs_no_key_no_sandbox_and_no_store(pytester: pytest.Pyt
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(["*house-format.yaml::t1[[]with[]]", "*house-format.yaml::verdict[[]gpt-4.1-mini[]]"])
     assert not (pytester.path / ".skill-court").exists()
-
-
-def test_the_store_folder_the_court_makes_is_ignored_by_git(tmp_path) -> None:
-    Store(tmp_path / ".skill-court" / "court.db").close()
-    assert (tmp_path / ".skill-court" / ".gitignore").read_text().splitlines()[-1] == "*"
-    (tmp_path / "mine").mkdir()
-    Store(tmp_path / "mine" / "court.db").close()  # a folder the user made is left as it is
-    assert not (tmp_path / "mine" / ".gitignore").exists()

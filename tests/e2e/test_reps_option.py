@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import task, write_skill, write_suite
+from tests.support.builders import ini, run_court, task, write_skill, write_suite
 
-INI = """\
-[pytest]
-skill_court_skills = skills
-skill_court_models = custom/test-model
-skill_court_base_url = http://127.0.0.1:9/v1
-"""
+INI = ini("http://127.0.0.1:9/v1", sandbox=None, timeout=None, allow_unpriced=False)
 
 
 def items(pytester: pytest.Pytester, *args: str) -> list[str]:
-    result = pytester.runpytest("--skill-court", "--co", "-q", "-p", "no:cacheprovider", *args)
+    result = run_court(pytester, "--co", "-q", *args, junitxml=None)
     return [line for line in result.outlines if "::" in line and "::verdict[" not in line]
 
 
@@ -37,6 +32,6 @@ def test_reps_option_refuses_what_is_not_1_to_100(pytester: pytest.Pytester, val
     write_skill(pytester.path / "skills", "s", "A skill")
     write_suite(pytester.path, "s", [task("t1", "hi", "true")])
     pytester.makefile(".ini", pytest=INI)
-    result = pytester.runpytest("--skill-court", "--co", "-p", "no:cacheprovider", f"--skill-court-reps={value}")
+    result = run_court(pytester, "--co", f"--skill-court-reps={value}", junitxml=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--skill-court-reps: expected*"])

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,46 +23,13 @@ from pytest_skillcourt import quarantine as q
 from pytest_skillcourt.layout import agent_written, hermes_layout
 from pytest_skillcourt.report.store_report import report_rows
 from pytest_skillcourt.store import Store
-from pytest_skillcourt.trial_cli import Selection, TrialOptions, pytest_args, workers, xdist_installed
+from pytest_skillcourt.trial_cli import xdist_installed
 from tests.support import REPO
-from tests.support.builders import loading_agent, write_skill
-from tests.support.llm_server import LLMServer, RecordedRequest, Reply
+from tests.support.builders import hurting_model, loading_agent, right_total, write_skill, wrong_total
+from tests.support.llm_server import LLMServer, Reply
 
 SKILL = "house-format"
 CHECK = 'grep -qx "TOTAL-{n}" "$SKILL_COURT_ANSWER"'
-
-
-def number(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
-
-
-def right(request: RecordedRequest) -> str:
-    return f"TOTAL-{number(request)}"
-
-
-def wrong(request: RecordedRequest) -> str:
-    return f"total {number(request)}00"
-
-
-def hurting_model(skill: str = SKILL) -> Any:
-    """Loads the skill when it sees it and then answers wrong; names the cause when asked."""
-    agent = loading_agent(skill, wrong, right)
-
-    def handler(request: RecordedRequest) -> Reply:
-        if not request.tools:
-            if "impartial judge" in request.system:  # prefers the answer in the house format
-                a = "TOTAL-" in request.last_user.split("<run_B_", 1)[0].split("<run_A_", 1)[-1]
-                b = "TOTAL-" in request.last_user.split("<run_B_", 1)[-1]
-                winner = "tie" if a == b else ("A" if a else "B")
-                return Reply(content=json.dumps({"winner": winner, "reason": "format"}))
-            return Reply(content=json.dumps({"cause": "the skill's rule about totals misled the model",
-                                             "line": "Follow the house rules."}))
-        return agent(request)
-
-    return handler
 
 
 class Court:
@@ -143,7 +109,7 @@ def test_a_hurts_verdict_is_quarantined_in_the_hermes_profiles_file(court: Court
 
 
 def test_json_output_is_the_courts_document(court: Court, server: LLMServer) -> None:
-    server.set_handler(loading_agent(SKILL, right, wrong))
+    server.set_handler(loading_agent(SKILL, right_total, wrong_total))
     court.add_tasks()
 
     done = court.trial(SKILL, "--json", "--tasks", "3", "--reps", "2")
@@ -181,7 +147,7 @@ def test_hand_suite_and_mined_tasks_give_one_verdict(court: Court, server: LLMSe
 
 
 def test_all_tries_only_the_skills_the_agent_wrote(court: Court, server: LLMServer) -> None:
-    server.set_handler(lambda request: Reply(content=right(request)))
+    server.set_handler(lambda request: Reply(content=right_total(request)))
     for name in ("by-agent", "by-learn", "by-user", "agent-no-tasks"):
         write_skill(court.home / "skills", name, f"Skill {name}")
     usage = {"by-agent": {"created_by": "agent"}, "by-learn": {"created_by": "learn"},
@@ -233,7 +199,7 @@ def test_no_model_is_a_usage_error(court: Court) -> None:
 
 
 def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> None:
-    server.set_handler(loading_agent(SKILL, right, wrong))
+    server.set_handler(loading_agent(SKILL, right_total, wrong_total))
     court.add_tasks()
     (court.home / "config.yaml").write_text(
         f"model:\n  default: profile-model\n  provider: custom\n  base_url: {server.base_url}\n")
@@ -250,46 +216,6 @@ def test_a_model_that_never_answers_exits_6(court: Court) -> None:
     assert done.returncode == 6, done.stderr
     assert "the model never answered: no run got a reply" in done.stderr
     assert "INCONCLUSIVE" in done.stdout
-
-
-def _selection(tmp_path: Path) -> tuple[Any, Selection]:
-    layout = hermes_layout(tmp_path / "h")
-    return layout, Selection(skills=("a",), suites=(layout.suites_dir / "a.yaml",), runs=12)
-
-
-def test_options_map_one_to_one_onto_the_courts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    layout, selection = _selection(tmp_path)
-    options = TrialOptions(skills=("a",), models=("openai/x", "openai/y"), agent="builtin", sandbox="local",
-                           tasks=3, reps=2, parallel=1, budget=0.5, allow_unpriced=True, timeout=30.0,
-                           apply=True, keep_sandboxes=True, judge_model="openai/j", fresh=True)
-    args = pytest_args(layout, selection, options, config=Path("/c.toml"), json_path=Path("/r.json"),
-                       quarantine=Path("/q.json"), base_url="http://h/v1", models=options.models)
-    assert args[:9] == ["-c", "/c.toml", f"--rootdir={layout.rootdir}", "--noconftest", "-p", "no:cacheprovider",
-                        "--assert=plain", "-q", "--skill-court"]
-    assert args[9:] == [
-        "--skill-court-model=openai/x", "--skill-court-model=openai/y", "--skill-court-base-url=http://h/v1",
-        "--skill-court-agent=builtin", "--skill-court-sandbox=local", "--skill-court-tasks=3",
-        "--skill-court-reps=2", "--skill-court-budget=0.5", "--skill-court-timeout=30.0",
-        "--skill-court-judge-model=openai/j", "--skill-court-allow-unpriced", "--skill-court-apply",
-        "--skill-court-keep-sandboxes", "--skill-court-fresh", "--skill-court-quarantine=/q.json",
-        "--skill-court-json=/r.json", str(layout.suites_dir / "a.yaml")]
-    # Without the pytest11 entry point loading it, the plugin is named with -p.
-    bare = pytest_args(layout, selection, TrialOptions(parallel=1), config=Path("/c"), json_path=Path("/r"),
-                       quarantine=Path("/q"), base_url=None, models=("m",), disabled_plugin_autoload=True)
-    assert bare[:2] == ["-p", "pytest_skillcourt.plugin"]
-
-
-def test_parallel_is_xdist_workers_when_installed(tmp_path: Path) -> None:
-    layout, selection = _selection(tmp_path)
-    args = pytest_args(layout, selection, TrialOptions(parallel=3), config=Path("/c"), json_path=Path("/r"),
-                       quarantine=Path("/q"), base_url=None, models=("m",))
-    if xdist_installed():
-        assert ["-n", "3"] == args[args.index("-n"):args.index("-n") + 2]
-        assert workers(TrialOptions(), runs=2) == 2 and workers(TrialOptions(), runs=40) == 4
-    else:
-        assert "-n" not in args
-    assert workers(TrialOptions(parallel=1), runs=40) == 1
 
 
 @pytest.mark.skipif(not xdist_installed(), reason="pytest-xdist is not installed")

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from tests.support.builders import (ini, junit_properties, loading_agent, run_court, sees_skill, task, write_skill,
-                                    write_suite)
+from tests.support.builders import (ini, junit_properties, loading_agent, right_total, run_court,
+                                    sees_skill, task, write_skill, write_suite, wrong_total)
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -31,23 +31,8 @@ def make_library(pytester: pytest.Pytester, base_url: str, n_tasks: int = 3, *, 
     pytester.makefile(".ini", pytest=ini(base_url, extra=extra_ini))
 
 
-def question_number(request: RecordedRequest) -> str:
-    for msg in request.messages:
-        if msg.get("role") == "user" and "Question" in str(msg.get("content")):
-            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
-    return "?"
-
-
-def right(request: RecordedRequest) -> str:
-    return f"TOTAL-{question_number(request)}"
-
-
-def wrong(request: RecordedRequest) -> str:
-    return f"total {question_number(request)}00"
-
-
 def test_helps_verdict_passes_and_junit_carries_properties(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", right, wrong))
+    server.set_handler(loading_agent("house-format", right_total, wrong_total))
     make_library(pytester, server.base_url)
     result = run_court(pytester)
     result.assert_outcomes(passed=7)
@@ -62,7 +47,7 @@ def test_helps_verdict_passes_and_junit_carries_properties(pytester: pytest.Pyte
 
 
 def test_hurts_verdict_fails_the_item_and_the_session(pytester: pytest.Pytester, server: LLMServer) -> None:
-    agent = loading_agent("house-format", wrong, right)
+    agent = loading_agent("house-format", wrong_total, right_total)
 
     def handler(request: RecordedRequest) -> Reply:
         if not request.tools:  # the cause finder (no tools offered)
@@ -94,7 +79,7 @@ def test_hurts_verdict_fails_the_item_and_the_session(pytester: pytest.Pytester,
 
 
 def test_fail_on_never_keeps_hurts_green(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", wrong, right))
+    server.set_handler(loading_agent("house-format", wrong_total, right_total))
     make_library(pytester, server.base_url)
     result = run_court(pytester, "--skill-court-fail-on", "never")
     result.assert_outcomes(passed=7)
@@ -102,7 +87,7 @@ def test_fail_on_never_keeps_hurts_green(pytester: pytest.Pytester, server: LLMS
 
 
 def test_neutral_by_equal_success(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(lambda request: Reply(content=right(request), input_tokens=100, output_tokens=20))
+    server.set_handler(lambda request: Reply(content=right_total(request), input_tokens=100, output_tokens=20))
     make_library(pytester, server.base_url, n_tasks=3)
     result = run_court(pytester)
     result.assert_outcomes(passed=7)
@@ -112,7 +97,7 @@ def test_neutral_by_equal_success(pytester: pytest.Pytester, server: LLMServer) 
 def test_hurts_by_tokens(pytester: pytest.Pytester, server: LLMServer) -> None:
     def handler(request: RecordedRequest) -> Reply:
         visible = sees_skill(request, "house-format")
-        return Reply(content=right(request), input_tokens=2000 if visible else 500, output_tokens=50)
+        return Reply(content=right_total(request), input_tokens=2000 if visible else 500, output_tokens=50)
 
     server.set_handler(handler)
     make_library(pytester, server.base_url, n_tasks=4)
@@ -124,7 +109,7 @@ def test_hurts_by_tokens(pytester: pytest.Pytester, server: LLMServer) -> None:
 
 
 def test_inconclusive_under_three_tasks(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", right, wrong))
+    server.set_handler(loading_agent("house-format", right_total, wrong_total))
     make_library(pytester, server.base_url, n_tasks=2)
     result = run_court(pytester)
     result.assert_outcomes(passed=5)
@@ -135,7 +120,7 @@ def test_inconclusive_under_three_tasks(pytester: pytest.Pytester, server: LLMSe
 
 def test_xdist_gives_the_same_verdicts(pytester: pytest.Pytester, server: LLMServer) -> None:
     pytest.importorskip("xdist")
-    server.set_handler(loading_agent("house-format", wrong, right))
+    server.set_handler(loading_agent("house-format", wrong_total, right_total))
     make_library(pytester, server.base_url)
     write_suite(pytester.path, "other-tip",
                 [task(f"o{i}", f"Question {i}: give the total.", ANSWER_CHECK.format(value=f"TOTAL-{i}"))
@@ -157,7 +142,7 @@ def test_without_arm_hides_the_skill_at_every_point(pytester: pytest.Pytester, s
             return Reply(tool_calls=(ToolCall("skills_list", {}),))
         if t == 1:
             return Reply(tool_calls=(ToolCall("skill_view", {"name": "house-format"}),))
-        return Reply(content=right(request))
+        return Reply(content=right_total(request))
 
     server.set_handler(handler)
     make_library(pytester, server.base_url, n_tasks=1)
@@ -188,7 +173,7 @@ def test_provider_never_answering_leaves_runs_out(pytester: pytest.Pytester, ser
 
 
 def test_bad_suite_fails_only_its_own_collection(pytester: pytest.Pytester, server: LLMServer) -> None:
-    server.set_handler(loading_agent("house-format", right, wrong))
+    server.set_handler(loading_agent("house-format", right_total, wrong_total))
     make_library(pytester, server.base_url)
     bad = pytester.path / "skills_tests" / "broken.yaml"
     bad.write_text("skill: house-format\ntasks:\n  - id: a\n    prompt: hi\n    chek: 'true'\n")
@@ -232,7 +217,7 @@ def fair_judge(request: RecordedRequest) -> Reply:
 
 
 def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server: LLMServer) -> None:
-    agent = loading_agent("house-format", right, wrong)
+    agent = loading_agent("house-format", right_total, wrong_total)
 
     def handler(request: RecordedRequest) -> Reply:
         if not request.tools:
@@ -270,7 +255,7 @@ def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server
 def test_early_stop_under_xdist_saves_runs_and_keeps_the_verdict(pytester: pytest.Pytester,
                                                                   server: LLMServer) -> None:
     pytest.importorskip("xdist")
-    server.set_handler(lambda request: Reply(content=right(request), input_tokens=100, output_tokens=20))
+    server.set_handler(lambda request: Reply(content=right_total(request), input_tokens=100, output_tokens=20))
     make_library(pytester, server.base_url, n_tasks=6)
     result = run_court(pytester, "-n", "4", subprocess=True)
     # tasks 5 and 6 (4 runs) are skipped: the first four ended the same in both arms
@@ -288,7 +273,7 @@ def test_early_stop_under_xdist_saves_runs_and_keeps_the_verdict(pytester: pytes
 
 
 def test_last_failed_reruns_a_failed_verdict_with_its_runs(pytester: pytest.Pytester, server: LLMServer) -> None:
-    agent = loading_agent("house-format", wrong, right)
+    agent = loading_agent("house-format", wrong_total, right_total)
     server.set_handler(lambda r: Reply(content=json.dumps({"cause": "c", "line": None})) if not r.tools
                        else agent(r))
     make_library(pytester, server.base_url)

@@ -5,9 +5,10 @@
 - the project's ``pytest.ini``: ``ini``, every variant by keyword;
 - a session of the whole plugin: ``run_court`` (in process, or in a child python);
 - a model on the local test server: ``model_spec`` and ``chat_client``;
-- scripted models: ``sees_skill`` and ``loading_agent``, handlers for the test server that
-  decide each reply from what the agent really sent (the system prompt's skills index,
-  tool results), so the plugin's own code path is exercised for real;
+- scripted models: ``sees_skill``, ``loading_agent``, ``hurting_model`` and the answers
+  ``right_total``/``wrong_total`` to ``Question N`` (``question_number``), handlers for
+  the test server that decide each reply from what the agent really sent (the system
+  prompt's skills index, tool results), so the plugin's own code path is exercised for real;
 - reading what a session left: ``junit_properties``, ``count_rows``;
 - plain values: ``settings``, ``run_record``, ``trial_entry``.
 """
@@ -178,6 +179,43 @@ def loading_agent(skill: str, answer_with: Callable[[RecordedRequest], str],
                          input_tokens=tokens[0], output_tokens=tokens[1])
         text = answer_with(request) if visible else answer_without(request)
         return Reply(content=text, input_tokens=tokens[0], output_tokens=tokens[1])
+
+    return handler
+
+
+def question_number(request: RecordedRequest) -> str:
+    """N of the task prompt ``Question N: ...`` the agent was given ("?" when there is none)."""
+    for msg in request.messages:
+        if msg.get("role") == "user" and "Question" in str(msg.get("content")):
+            return str(msg["content"]).split("Question ", 1)[1].split(":", 1)[0]
+    return "?"
+
+
+def right_total(request: RecordedRequest) -> str:
+    """The right answer to ``Question N``: ``TOTAL-N`` (the house format)."""
+    return f"TOTAL-{question_number(request)}"
+
+
+def wrong_total(request: RecordedRequest) -> str:
+    """A wrong answer to ``Question N``: ``total N00``."""
+    return f"total {question_number(request)}00"
+
+
+def hurting_model(skill: str = "house-format") -> Callable[[RecordedRequest], Reply]:
+    """A model ``skill`` misleads: it loads the skill when it sees it and then answers wrong; as
+    the judge it prefers the answer in the house format; asked for the cause, it names one."""
+    agent = loading_agent(skill, wrong_total, right_total)
+
+    def handler(request: RecordedRequest) -> Reply:
+        if not request.tools:
+            if "impartial judge" in request.system:  # prefers the answer in the house format
+                a = "TOTAL-" in request.last_user.split("<run_B_", 1)[0].split("<run_A_", 1)[-1]
+                b = "TOTAL-" in request.last_user.split("<run_B_", 1)[-1]
+                winner = "tie" if a == b else ("A" if a else "B")
+                return Reply(content=json.dumps({"winner": winner, "reason": "format"}))
+            return Reply(content=json.dumps({"cause": "the skill's rule about totals misled the model",
+                                             "line": "Follow the house rules."}))
+        return agent(request)
 
     return handler
 

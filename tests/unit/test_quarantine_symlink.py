@@ -3,17 +3,15 @@
 A user links the project's ``.skill-court/quarantine.json`` to the copy Hermes
 reads (or the other way round).  Every writer (``skill-court quarantine`` and
 ``release``, ``--skill-court-apply`` through ``quarantine.apply_trial``) must
-write the link's target, atomically there, and keep the link a link; writers
-through the link and through the target share one lock, so nothing is lost.
+write the link's target, atomically there, and keep the link a link (writers
+through the link and through the target at once: ``tests/integration/test_quarantine_symlink.py``).
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,44 +19,20 @@ from pytest_skillcourt import cli
 from pytest_skillcourt import quarantine as q
 from pytest_skillcourt.atomic import write_target
 from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin
-from pytest_skillcourt.quarantine import QuarantineEntry, QuarantineFileError, apply_trial, read_entries
-
-
-def trial_entry(skill: str, model: str) -> QuarantineEntry:
-    return QuarantineEntry(skill=skill, model=model, skill_hash="sha256:" + "a" * 64, verdict="hurts",
-                           reason="success fell from 100% to 0% (3 tasks)", cause=None, line=None,
-                           set_by="trial", trial="t-1", since="2026-11-30T12:00:00Z")
+from pytest_skillcourt.quarantine import QuarantineFileError, apply_trial, read_entries
+from tests.support.builders import trial_entry
+from tests.support.quarantine_links import assert_still_linked, linked_quarantine
 
 
 @pytest.fixture
 def linked(tmp_path: Path) -> tuple[Path, Path]:
-    """``project/.skill-court/quarantine.json`` -> ``hermes/plugin-data/skill-court/quarantine.json``
-    (a relative link, as ``ln -s`` makes it), the target holding a hand-made entry."""
-    target = tmp_path / "hermes" / "plugin-data" / "skill-court" / "quarantine.json"
-    target.parent.mkdir(parents=True)
-    target.write_text(json.dumps({"version": 1, "entries": [
-        {"skill": "made-by-hand", "model": "*", "reason": "typed in an editor", "note": "keep me"}],
-        "owner": "me"}))
-    target.chmod(0o640)
-    link = tmp_path / "project" / ".skill-court" / "quarantine.json"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(os.path.relpath(target, link.parent))
-    return link, target
-
-
-def assert_still_linked(link: Path, target: Path) -> None:
-    assert link.is_symlink(), "the link was replaced by a regular file"
-    assert link.resolve() == target.resolve()
-    assert target.is_file() and not target.is_symlink()
-    assert target.stat().st_mode & 0o777 == 0o640  # the target's mode is kept
-    leftovers = sorted(p.name for p in target.parent.iterdir())
-    assert leftovers == ["quarantine.json", "quarantine.json.lock"], leftovers  # no temp file left
-    assert sorted(p.name for p in link.parent.iterdir()) == ["quarantine.json"]  # nothing beside the link
+    """(link, target): the project's quarantine file linked to the one Hermes reads."""
+    return linked_quarantine(tmp_path)
 
 
 def test_apply_trial_writes_through_the_link(linked: tuple[Path, Path]) -> None:
     link, target = linked
-    changed, _ = apply_trial(link, hurts=[trial_entry("sales", "gpt-4.1-mini")], cleared=[])
+    changed, _ = apply_trial(link, hurts=[trial_entry("sales", "gpt-4.1-mini", cause=None, line=None)], cleared=[])
     assert [e.skill for e in changed] == ["sales"]
     assert_still_linked(link, target)
     data = json.loads(target.read_text())
@@ -115,7 +89,7 @@ def test_a_link_loop_is_refused_with_the_reason_and_left_alone(tmp_path: Path) -
     a.symlink_to(b)
     b.symlink_to(a)
     for write in (lambda: q.quarantine(a, "s"), lambda: q.release(a, "s"),
-                  lambda: apply_trial(a, hurts=[trial_entry("s", "m")], cleared=[])):
+                  lambda: apply_trial(a, hurts=[trial_entry("s", "m", cause=None, line=None)], cleared=[])):
         with pytest.raises(QuarantineFileError, match="symbolic link that cannot be followed") as info:
             write()
         assert str(a) in str(info.value) and "left as it is" in str(info.value)
@@ -129,31 +103,3 @@ def test_a_plain_file_is_still_replaced_by_rename(tmp_path: Path) -> None:
     inode = path.stat().st_ino
     q.quarantine(path, "t")
     assert path.stat().st_ino != inode and not path.is_symlink()
-
-
-def _writer(path: str, worker: int, count: int, start: Any) -> None:
-    start.wait()
-    for i in range(count):
-        if i % 3 == 2:
-            q.quarantine(Path(path), f"hand-{worker}-{i}", model=f"model-{worker}")
-        else:
-            apply_trial(Path(path), hurts=[trial_entry(f"skill-{worker}-{i}", f"model-{worker}")], cleared=[])
-
-
-def test_writers_through_the_link_and_the_target_at_once_lose_nothing(linked: tuple[Path, Path]) -> None:
-    link, target = linked
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
-    workers, count = 8, 10
-    paths = [link if w % 2 else target for w in range(workers)]
-    procs = [ctx.Process(target=_writer, args=(str(paths[w]), w, count, start)) for w in range(workers)]
-    for proc in procs:
-        proc.start()
-    start.set()
-    for proc in procs:
-        proc.join(120)
-    assert [proc.exitcode for proc in procs] == [0] * workers
-    entries = read_entries(target)
-    assert len(entries) == workers * count + 1  # and the hand-made entry
-    assert len({e.skill for e in entries}) == workers * count + 1
-    assert_still_linked(link, target)

@@ -1,0 +1,54 @@
+"""``skill-court trial`` (README "A trial without a pytest project"): its options map one to one
+onto the court's, and ``--parallel`` onto xdist workers.  The command end to end is in
+``tests/e2e/test_trial_command.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_skillcourt.layout import hermes_layout
+from pytest_skillcourt.trial_cli import Selection, TrialOptions, pytest_args, workers, xdist_installed
+
+
+def _selection(tmp_path: Path) -> tuple[Any, Selection]:
+    layout = hermes_layout(tmp_path / "h")
+    return layout, Selection(skills=("a",), suites=(layout.suites_dir / "a.yaml",), runs=12)
+
+
+def test_options_map_one_to_one_onto_the_courts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    layout, selection = _selection(tmp_path)
+    options = TrialOptions(skills=("a",), models=("openai/x", "openai/y"), agent="builtin", sandbox="local",
+                           tasks=3, reps=2, parallel=1, budget=0.5, allow_unpriced=True, timeout=30.0,
+                           apply=True, keep_sandboxes=True, judge_model="openai/j", fresh=True)
+    args = pytest_args(layout, selection, options, config=Path("/c.toml"), json_path=Path("/r.json"),
+                       quarantine=Path("/q.json"), base_url="http://h/v1", models=options.models)
+    assert args[:9] == ["-c", "/c.toml", f"--rootdir={layout.rootdir}", "--noconftest", "-p", "no:cacheprovider",
+                        "--assert=plain", "-q", "--skill-court"]
+    assert args[9:] == [
+        "--skill-court-model=openai/x", "--skill-court-model=openai/y", "--skill-court-base-url=http://h/v1",
+        "--skill-court-agent=builtin", "--skill-court-sandbox=local", "--skill-court-tasks=3",
+        "--skill-court-reps=2", "--skill-court-budget=0.5", "--skill-court-timeout=30.0",
+        "--skill-court-judge-model=openai/j", "--skill-court-allow-unpriced", "--skill-court-apply",
+        "--skill-court-keep-sandboxes", "--skill-court-fresh", "--skill-court-quarantine=/q.json",
+        "--skill-court-json=/r.json", str(layout.suites_dir / "a.yaml")]
+    # Without the pytest11 entry point loading it, the plugin is named with -p.
+    bare = pytest_args(layout, selection, TrialOptions(parallel=1), config=Path("/c"), json_path=Path("/r"),
+                       quarantine=Path("/q"), base_url=None, models=("m",), disabled_plugin_autoload=True)
+    assert bare[:2] == ["-p", "pytest_skillcourt.plugin"]
+
+
+def test_parallel_is_xdist_workers_when_installed(tmp_path: Path) -> None:
+    layout, selection = _selection(tmp_path)
+    args = pytest_args(layout, selection, TrialOptions(parallel=3), config=Path("/c"), json_path=Path("/r"),
+                       quarantine=Path("/q"), base_url=None, models=("m",))
+    if xdist_installed():
+        assert ["-n", "3"] == args[args.index("-n"):args.index("-n") + 2]
+        assert workers(TrialOptions(), runs=2) == 2 and workers(TrialOptions(), runs=40) == 4
+    else:
+        assert "-n" not in args
+    assert workers(TrialOptions(parallel=1), runs=40) == 1
