@@ -84,7 +84,6 @@ from pytest_skillcourt.sandbox.base import (
     tar_of_files,
 )
 
-#: Prefix of the host directories that hold local sandboxes (cleanup finds them).
 # The mounts a spec may ask for (agents inside the sandbox).
 from pytest_skillcourt.sandbox.base import (  # noqa: E402
     GATEWAY_MOUNT,
@@ -93,6 +92,7 @@ from pytest_skillcourt.sandbox.base import (  # noqa: E402
     make_gateway_dir,
 )
 
+#: Prefix of the host directories that hold local sandboxes (cleanup finds them).
 DIR_PREFIX = f"{LABEL}-local-"
 
 #: The file in a sandbox directory its live owner keeps locked.
@@ -145,13 +145,6 @@ class _Tools:
     prlimit: str | None
     #: Absolute, so a spec that sets its own PATH cannot lose it.
     timeout: str = "timeout"
-
-
-def _tools() -> _Tools:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise SandboxUnavailable(
-            "local sandbox: `bwrap` (bubblewrap) is not installed. "
     #: bwrap has ``--ro-bind-fd`` (0.7 and later)
     bind_fd: bool = False
 
@@ -168,6 +161,13 @@ def _has_bind_fd(bwrap: str) -> bool:
         except (OSError, subprocess.TimeoutExpired):
             _bind_fd[bwrap] = False
     return _bind_fd[bwrap]
+
+
+def _tools() -> _Tools:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(
+            "local sandbox: `bwrap` (bubblewrap) is not installed. "
             "Fix: `apt-get install bubblewrap` (or `dnf install bubblewrap`), "
             "or use `--skill-court-sandbox docker`."
         )
@@ -292,6 +292,7 @@ class LocalSandbox(Sandbox):
         self.host_dir = tempfile.mkdtemp(prefix=DIR_PREFIX + (hint + "-" if hint else ""))
         self.name = os.path.basename(self.host_dir)
         self._lock: BaseFileLock | None = None
+        self._file_fds: list[int] = []
         try:
             # The lock tells `cleanup_leftovers` in other processes this one is alive.
             self._lock = locks.acquire(Path(self.host_dir, LOCK_NAME), wait=False)
@@ -299,7 +300,6 @@ class LocalSandbox(Sandbox):
                 os.mkdir(os.path.join(self.host_dir, sub), 0o755)
             os.chmod(os.path.join(self.host_dir, "root"), 0o700)
             os.chmod(os.path.join(self.host_dir, "tmp"), 0o1777)
-        self._file_fds: list[int] = []
             for name, text in SYNTH_ETC.items():
                 with open(os.path.join(self.host_dir, "etc", name), "w", encoding="utf-8") as fh:
                     fh.write(text)
@@ -307,13 +307,6 @@ class LocalSandbox(Sandbox):
                 os.chmod(self.host_dir, 0o700)
                 for sub in ("", "workspace", "root", "tmp", "etc"):
                     os.chown(os.path.join(self.host_dir, sub), self._uid, self._uid)
-            self._nproc = spec.pids
-            if self._uid is None:
-                self._nproc = _count_processes_of(os.getuid()) + spec.pids
-            self._static_args = self._build_static_args()
-        except BaseException:
-            self.close()
-            raise
             self._mounts = self._agent_mounts(agent_mounts(spec))
             if spec.gateway:
                 self.gateway_dir = os.path.join(self.host_dir, "gateway")
@@ -323,16 +316,16 @@ class LocalSandbox(Sandbox):
                     os.mkdir(self.gateway_dir, 0o700)
                 if self._uid is not None:
                     os.chown(self.gateway_dir, self._uid, self._uid)
+            self._nproc = spec.pids
+            if self._uid is None:
+                self._nproc = _count_processes_of(os.getuid()) + spec.pids
+            self._static_args = self._build_static_args()
+        except BaseException:
+            self.close()
+            raise
 
     # -- jail construction -------------------------------------------------
 
-    def _build_static_args(self) -> list[str]:
-        args = [
-            self._tools.bwrap,
-            "--unshare-all", "--unshare-user", "--uid", "0", "--gid", "0",
-            "--hostname", "sandbox",
-            "--die-with-parent", "--new-session", "--clearenv",
-            *_system_binds(),
     def _agent_mounts(self, files: list[tuple[str, str]]) -> list[str]:
         """bwrap arguments mounting each agent file read-only, by an fd opened here."""
         args: list[str] = []
@@ -345,6 +338,13 @@ class LocalSandbox(Sandbox):
             args += ["--ro-bind-fd", str(fd), target]
         return args
 
+    def _build_static_args(self) -> list[str]:
+        args = [
+            self._tools.bwrap,
+            "--unshare-all", "--unshare-user", "--uid", "0", "--gid", "0",
+            "--hostname", "sandbox",
+            "--die-with-parent", "--new-session", "--clearenv",
+            *_system_binds(),
             "--dir", "/etc",
         ]
         for name in ETC_ALLOW:
@@ -359,6 +359,8 @@ class LocalSandbox(Sandbox):
             "--bind", os.path.join(self.host_dir, "workspace"), "/workspace",
             "--bind", os.path.join(self.host_dir, "root"), "/root",
             "--bind", os.path.join(self.host_dir, "tmp"), "/tmp",
+            *(["--bind", self.gateway_dir, GATEWAY_MOUNT] if self.gateway_dir else []),
+            *self._mounts,
             "--chdir", "/workspace",
             # The jail's root is a tmpfs: without this, writes to /etc/x or
             # /opt/x would "succeed" and vanish with the exec.
@@ -366,8 +368,6 @@ class LocalSandbox(Sandbox):
         ]
         return args
 
-            *(["--bind", self.gateway_dir, GATEWAY_MOUNT] if self.gateway_dir else []),
-            *self._mounts,
     def _argv(self, command: str, timeout: float, env: Mapping[str, str]) -> list[str]:
         args = list(self._static_args)
         for key, value in env.items():
@@ -504,7 +504,15 @@ class LocalSandbox(Sandbox):
             if self._closed:
                 return
             self._closed = True
+        for fd in getattr(self, "_file_fds", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
+            gateway = self.gateway_dir
+            if gateway and not gateway.startswith(self.host_dir + os.sep):
+                shutil.rmtree(gateway, ignore_errors=True)
             remove_tree(self.host_dir)
         except Exception:  # noqa: BLE001 - close never raises, by contract
             pass
@@ -524,15 +532,7 @@ def open_local(spec: SandboxSpec) -> LocalSandbox:
     """Create a local sandbox (raises SandboxUnavailable when bwrap cannot)."""
     return LocalSandbox(spec)
 
-        for fd in getattr(self, "_file_fds", ()):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
-            gateway = self.gateway_dir
-            if gateway and not gateway.startswith(self.host_dir + os.sep):
-                shutil.rmtree(gateway, ignore_errors=True)
 def remove_tree(path: str) -> None:
     """Remove a sandbox directory even when the run left unreadable dirs."""
 
