@@ -20,7 +20,7 @@ from .options import Settings
 from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
                       RunRecord)
 from .sandbox import open_sandbox
-from .sandbox.base import ANSWER_PATH, LABEL, Sandbox, SandboxError, SandboxSpec
+from .sandbox.base import ANSWER_PATH, LABEL, PathRefused, Sandbox, SandboxError, SandboxSpec
 from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
 from .transcript import skills_read
 
@@ -101,6 +101,24 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     return rec
 
 
+def place_answer(sandbox: Sandbox, answer: str) -> None:
+    """Write ``answer`` at ``ANSWER_PATH`` for the check.
+
+    The agent may have made that path itself (a directory, a link, a file in
+    place of its folder): whatever is there is removed first.  Lone
+    surrogates in the answer (a model's JSON may carry them) are written as
+    ``?``.
+
+    Raises:
+        PathRefused: it still could not be written.
+        SandboxError: the sandbox broke.
+    """
+    folder = ANSWER_PATH.rsplit("/", 1)[0]
+    sandbox.exec('[ -L "$D" ] || chmod -R u+rwx -- "$D" 2>/dev/null; rm -rf -- "$D"',
+                 env={"D": folder}, timeout=30)
+    sandbox.write_files({ANSWER_PATH: answer.encode("utf-8", "replace")})
+
+
 def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -> None:
     if ctx.suite.setup:
         setup = sandbox.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
@@ -128,7 +146,12 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -
     rec.status = status
     if status not in (ANSWERED, INCOMPLETE):
         return
-    sandbox.write_files({ANSWER_PATH: rec.answer.encode("utf-8")})
+    try:
+        place_answer(sandbox, rec.answer)
+    except PathRefused as err:  # only a run's own doing: it is the run's outcome, not ours
+        if ctx.task.check:
+            rec.status, rec.error = NO_OUTCOME, f"the answer could not be placed for the check: {err}"
+            return
     if ctx.task.check:
         if status == INCOMPLETE:  # a run that did not complete cannot pass
             rec.outcome, rec.outcome_source = False, "check"

@@ -20,6 +20,20 @@ from .clock import utc_now
 from .records import RunRecord
 from .trial import TrialRun
 
+def valid_text(text: str) -> str:
+    """``text`` as SQLite can store it (valid UTF-8).
+
+    A model's JSON may carry lone surrogates (``"\\udcff"``) and Python keeps
+    undecodable bytes of file names as such; SQLite refuses both with
+    ``UnicodeEncodeError``, which would lose the whole run.  They become ``?``.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 #: Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
     """
@@ -234,7 +248,7 @@ class Store:
                      record.task_id, record.arm, record.rep, record.model, record.status,
                      None if record.outcome is None else int(record.outcome), record.cost_usd,
                      int(record.priced), record.input_tokens, record.output_tokens,
-                     int(record.cacheable), utc_now(), record.to_json()))
+                     int(record.cacheable), utc_now(), valid_text(record.to_json())))
             db.execute(
                 "INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
                 "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -302,7 +316,7 @@ class Store:
                 "input_tokens, output_tokens, cost_usd, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (key, trial, with_run, without_run, data.get("winner"),
                  int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
-                 utc_now(), json.dumps(data, ensure_ascii=False)))
+                 utc_now(), valid_text(json.dumps(data, ensure_ascii=False))))
 
     # -- causes ---------------------------------------------------------------
 
@@ -316,7 +330,7 @@ class Store:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data, cost_usd) "
                        "VALUES (?,?,?,?,?)",
-                       (key, trial, utc_now(), json.dumps(data, ensure_ascii=False), cost_usd))
+                       (key, trial, utc_now(), valid_text(json.dumps(data, ensure_ascii=False)), cost_usd))
 
     # -- verdicts -------------------------------------------------------------
 

@@ -57,6 +57,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -130,6 +131,12 @@ SYNTH_ETC = {
     "hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
     "hostname": "sandbox\n",
 }
+
+#: The modes of the sandbox's own top folders.  The jail has no capabilities,
+#: so an agent that ran ``chmod 000 /workspace`` would lock every later exec
+#: out of its working directory (bwrap cannot chdir there); each exec puts
+#: these back first, from the host.
+TOP_MODES = {"workspace": 0o755, "root": 0o700, "tmp": 0o1777}
 
 #: Top-level system paths bound read-only when they exist on the host
 #: (merged-/usr systems have them as symlinks, which are re-created as such).
@@ -422,6 +429,7 @@ class LocalSandbox(Sandbox):
         binary: bool,
         binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
+        self._reset_top_modes()
         kwargs: dict = {}
         if self._uid is not None:
             kwargs = {"user": self._uid, "group": self._uid, "extra_groups": []}
@@ -475,6 +483,17 @@ class LocalSandbox(Sandbox):
             stdout_bytes_dropped=out_dropped if binary else 0,
         )
 
+    def _reset_top_modes(self) -> None:
+        """Put back the modes of ``/workspace``, ``/root`` and ``/tmp`` (``TOP_MODES``)."""
+        for sub, mode in TOP_MODES.items():
+            path = os.path.join(self.host_dir, sub)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                    os.chmod(path, mode)
+            except OSError:
+                continue  # gone or odd: bwrap says so when it binds it
+
     def write_files(self, files: Mapping[str, bytes]) -> None:
         if not files:
             return
@@ -489,7 +508,8 @@ class LocalSandbox(Sandbox):
             # file, ...): the sandbox is fine. bwrap's own failure, or a hang, is not.
             refused = not result.timed_out and not reason.startswith("bwrap:")
             raise (PathRefused if refused else SandboxError)(
-                f"local sandbox {self.name}: writing {sorted(files)} failed "
+                f"local sandbox {self.name}: writing {sorted(files)} "
+                f"{'was refused' if refused else 'failed'} "
                 f"(exit {result.exit_code}): {reason} "
                 "(only /workspace, /root and /tmp are writable in the local backend)"
             )
