@@ -12,11 +12,10 @@ from __future__ import annotations
 import threading
 import time
 
-from .agent.client import ModelSpec, reported_cost
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
 from .clock import utc_now
-from .options import Settings
+from .pricing import price  # also what ``run.price`` names
 from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
                       RunRecord)
 from .sandbox import open_sandbox
@@ -25,24 +24,7 @@ from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_star
 from .transcript import skills_read
 
 CHECK_TIMEOUT = 120.0
-LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "lmstudio", "vllm"})
 SETUP_TIMEOUT = 300.0
-
-
-def price(settings: Settings, model: ModelSpec, input_tokens: int, output_tokens: int,
-          reported: float | None) -> tuple[float | None, bool]:
-    """(cost in USD, priced?) from the provider's own figure, else the ini prices.
-
-    Only a finite figure >= 0 counts as reported (``client.reported_cost``)."""
-    reported = reported_cost(reported)
-    if reported is not None:
-        return reported, True
-    if model.provider in LOCAL_PROVIDERS:  # a model on your own machine costs no money
-        return 0.0, True
-    rates = settings.prices.get(model.short)
-    if rates is None:
-        return None, False
-    return (input_tokens * rates[0] + output_tokens * rates[1]) / 1e6, True
 
 
 class _KeptSandboxes:
