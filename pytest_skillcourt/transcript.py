@@ -23,10 +23,18 @@ folder name that differs from the frontmatter name; without it, the last path
 segment is the name).  A plugin-qualified ``plugin:skill`` names a skill the
 library does not hold and stays as it is.
 
+Claude Code loads a skill with its ``Skill`` tool (``{"skill": NAME}``, the
+name as listed: the skill's folder under ``~/.claude/skills``); a load that
+worked answers ``Launching skill: NAME`` (the body follows in a text block
+beside the result), one that did not answers why ("Unknown skill: NAME",
+"Skill NAME is disabled for model invocation in skillOverrides settings").
+Both tools are "views" here (:class:`SkillView`).
+
 Whether a run loaded a skill (:func:`skill_loaded`) and where
-(:func:`load_index`) count a ``skill_view`` of it in any of those forms; a
-successful view also counts by the ``name`` its result reports, which both
-runners set to the frontmatter name.  :func:`skills_read` is the run cache's
+(:func:`load_index`) count a view of it in any of those forms; a
+successful view also counts by the name its result reports (``skill_view``'s
+``name``, which both Hermes runners set to the frontmatter name; the name
+after ``Launching skill:``).  :func:`skills_read` is the run cache's
 conservative "which skills may this run have read" (README, "Store, cache and
 budget").
 """
@@ -59,6 +67,10 @@ __all__ = [
 
 #: The tool that loads a skill, in Hermes and in the built-in runner.
 SKILL_VIEW = "skill_view"
+#: Claude Code's tool that loads a skill (``{"skill": NAME}``).
+CLAUDE_SKILL = "Skill"
+#: How Claude Code's ``Skill`` tool result begins when the skill was loaded.
+CLAUDE_LAUNCHED = "Launching skill:"
 #: Hermes' prefix for message content it stored as JSON (``hermes_state``).
 CONTENT_JSON_PREFIX = "\x00json:"
 #: What may follow a skill's folder path in a ``skill_view`` name.
@@ -295,10 +307,26 @@ class SkillView:
         return self.skill == skill or self.reported == skill
 
 
+def _claude_launch(text: str | None) -> tuple[bool | None, str]:
+    """(succeeded, reported name) of a Claude Code ``Skill`` result (None: no result)."""
+    if text is None:
+        return None, ""
+    text = text.strip()
+    if not text.startswith(CLAUDE_LAUNCHED):
+        return False, ""
+    return True, text[len(CLAUDE_LAUNCHED):].split("\n", 1)[0].strip()
+
+
 def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None = None) -> list[SkillView]:
-    """Every ``skill_view`` call of the transcript, in order."""
+    """Every skill load of the transcript (``skill_view`` and Claude Code's ``Skill``), in order."""
     views = []
     for ex in exchanges(transcript):
+        if ex.call.name == CLAUDE_SKILL:
+            succeeded, reported = _claude_launch(ex.result)
+            views.append(SkillView(index=ex.index, call=ex.call, succeeded=succeeded,
+                                   reported=skill_name(reported, library) if reported else "",
+                                   skill=skill_name(ex.call.arguments.get("skill"), library)))
+            continue
         if ex.call.name != SKILL_VIEW:
             continue
         result = view_result(ex.result)
@@ -311,7 +339,7 @@ def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None
 
 def skill_loaded(transcript: Sequence[Mapping[str, Any]], skill: str,
                  library: Library | None = None) -> bool:
-    """True when a ``skill_view`` of ``skill`` (any name form) succeeded."""
+    """True when a view of ``skill`` (``skill_view`` or ``Skill``, any name form) succeeded."""
     return any(v.succeeded and v.of(skill) for v in skill_views(transcript, library))
 
 
@@ -335,8 +363,8 @@ def skills_read(transcript: Sequence[Mapping[str, Any]], visible: Iterable[str])
     """Names of the ``visible`` skills the run may have read.
 
     A skill's body can change a run only if the run read it: through
-    ``skill_view`` (a successful one, by its argument or by the name its
-    result reports), or by a tool call that touched the skill files in the
+    ``skill_view`` or Claude Code's ``Skill`` (a successful one, by its
+    argument or by the name its result reports), or by a tool call that touched the skill files in the
     sandbox (``cat /root/.skills/x/SKILL.md``, ``grep -r ... skills``).  Read
     conservatively: a call whose arguments mention a skills folder counts as
     reading the skills it names there, or every visible skill when it names
@@ -352,6 +380,11 @@ def skills_read(transcript: Sequence[Mapping[str, Any]], visible: Iterable[str])
             result = view_result(ex.result)
             if result is not None and result.get("success") is True:
                 read.add(str(result.get("name") or skill_name(ex.call.arguments.get("name"))))
+            continue
+        if tool == CLAUDE_SKILL:
+            succeeded, reported = _claude_launch(ex.result)
+            if succeeded:
+                read.add(skill_name(reported or ex.call.arguments.get("skill")))
             continue
         if "skills" not in text:
             continue
