@@ -62,10 +62,12 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     start = time.monotonic()
     s = ctx.settings
     labels = {f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id, **runner.labels(run_id)}
+    needs = runner.sandbox_needs()
     spec = SandboxSpec(
         image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
         labels=labels,
         name_hint=f"{ctx.suite.skill}-{ctx.task.id}-{ctx.arm}"[:60],
+        gateway=needs.gateway, agent_files=needs.agent_files,
     )
     sandbox: Sandbox | None = None
     try:

@@ -22,7 +22,7 @@ from ..sandbox.base import Sandbox
 from .client import ChatClient, ProviderError
 from .context import RunContext
 from .prompt import render_system_prompt
-from .runner import AgentResult
+from .runner import AgentResult, SandboxNeeds
 from .tools import TOOL_SCHEMAS, Toolbox, skill_files_for_sandbox
 
 WRAP_UP = ("Time is almost up. Stop using tools now and reply with your final answer "
@@ -113,6 +113,10 @@ class BuiltinRunner:
     def check(self, backend: str) -> str:
         """Runs on every sandbox backend."""
         return ""
+
+    def sandbox_needs(self) -> SandboxNeeds:
+        """Nothing: the loop runs on the host."""
+        return SandboxNeeds()
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """Place the visible skills, then drive one session of :func:`run_builtin_agent`."""

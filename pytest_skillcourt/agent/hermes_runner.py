@@ -77,7 +77,7 @@ from ..skills import Library
 from ..transcript import skill_loaded
 from .client import reported_cost, token_count
 from .context import RunContext
-from .runner import AgentResult
+from .runner import AgentResult, SandboxNeeds
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
@@ -654,6 +654,10 @@ class HermesRunner:
     def check(self, backend: str) -> str:
         """Why Hermes cannot run on ``backend`` here (:func:`hermes_reason`), or ""."""
         return hermes_reason(backend)
+
+    def sandbox_needs(self) -> SandboxNeeds:
+        """Nothing: Hermes runs on the host and only its tools run in the sandbox."""
+        return SandboxNeeds()
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``hermes -z`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""

@@ -6,6 +6,11 @@ what the agent left; ``cache.py`` keys the run on ``name/version``; the
 session refuses to start when :meth:`Runner.check` names a reason.  Runners
 are looked up by name (:func:`get_runner`) in ``agent/registry.py``.
 
+A runner whose agent runs inside the sandbox says so in
+:meth:`Runner.sandbox_needs`: run.py then asks the backend for a gateway
+folder and the agent's binary mounted read-only (docs/architecture.md,
+"Agents inside the sandbox").
+
 A runner places the skills its agent may see (``ctx.library.visible(ctx.hidden)``)
 where that agent looks for them, runs the agent on ``ctx.task.prompt`` with
 ``ctx.model`` until an answer, its own limit or ``ctx.timeout``, and returns an
@@ -17,13 +22,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from ..sandbox.base import Sandbox
 from .context import RunContext
 from .registry import RUNNERS
 
-__all__ = ["AgentResult", "Runner", "get_runner", "runner_names"]
+__all__ = ["AgentResult", "Runner", "SandboxNeeds", "get_runner", "runner_names"]
 
 
 @dataclass
@@ -40,6 +45,22 @@ class AgentResult:
     iterations: int = 0
     skill_loaded: bool = False
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class SandboxNeeds:
+    """What a runner's agent needs of the run's sandbox beyond the court's own settings.
+
+    Nothing, for an agent that runs on the host and only sends its tool calls
+    in (``builtin``, ``hermes``).  An agent that runs inside asks for the
+    gateway folder (``SandboxSpec.gateway``) and for its binary
+    (``SandboxSpec.agent_files``).
+    """
+
+    #: mount a gateway folder at ``sandbox.base.GATEWAY_MOUNT`` (``Sandbox.gateway_dir``)
+    gateway: bool = False
+    #: single host files mounted read-only, sandbox path -> host path
+    agent_files: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -59,6 +80,10 @@ class Runner(Protocol):
     def check(self, backend: str) -> str:
         """"" when this runner can run on sandbox ``backend`` here, else why
         not and how to fix it (checked once, at session start)."""
+        ...
+
+    def sandbox_needs(self) -> SandboxNeeds:
+        """What the run's sandbox must be given for this agent (asked before it is made)."""
         ...
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
