@@ -72,8 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "overrides the provider's default")
     opt("agent", f"agent runner: {', '.join(RUNNERS)}", metavar="RUNNER",
         choices=[c.value for c in AgentChoice],
-        help="agent runner: builtin (tool loop over chat completions, default) or hermes "
-             "(the real Hermes Agent)")
+        help="agent runner: builtin (tool loop over chat completions, default), hermes "
+             "(the real Hermes Agent) or claude-code (the real Claude Code, inside each sandbox; "
+             "binary from $SKILL_COURT_CLAUDE or `claude` on PATH)")
     opt("hermes-profile", "Hermes profile folder cloned for each run", metavar="DIR",
         help="Hermes profile (a HERMES_HOME) cloned for each run of the hermes runner "
              "(default ~/.hermes)")

@@ -22,6 +22,7 @@ import pytest
 from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
+from .agent.sandboxed import stop_gateway
 from .cache import run_key, still_valid
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
@@ -302,7 +303,7 @@ class SkillCourt:
         ctx = RunContext(settings=s, library=self.library(), suite=suite, suite_rel=run.suite_rel,
                          task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
                          trial=self.trial, backend=backend, image=image,
-                         image_id=self.image_id(image))
+                         image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
         key = run_key(ctx)
         record: RunRecord | None = None if s.fresh else store.cached_run(key)
         if record is not None and not still_valid(record, self.library()):
@@ -389,6 +390,7 @@ class SkillCourt:
         try:
             self._judgments_into_junit(config)
         finally:
+            stop_gateway()  # if an agent inside a sandbox started it
             if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
                 self._store.close()
                 self._store = None

@@ -7,7 +7,8 @@ A leaf below the runners and the orchestrator: ``run.py`` builds one per run,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from ..options import Settings
 from ..records import ARM_WITHOUT
@@ -32,6 +33,9 @@ class RunContext:
     backend: str
     image: str
     image_id: str
+    #: What the session has spent so far (``store.spend``), for a budget that
+    #: stops a run midway (the gateway's); not part of the cache key.
+    spent_usd: Callable[[], float] | None = field(default=None, compare=False)
 
     @property
     def hidden(self) -> frozenset[str]:

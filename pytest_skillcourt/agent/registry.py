@@ -18,6 +18,7 @@ from __future__ import annotations
 RUNNERS: dict[str, str] = {
     "builtin": "pytest_skillcourt.agent.builtin:RUNNER",
     "hermes": "pytest_skillcourt.agent.hermes_runner:RUNNER",
+    "claude-code": "pytest_skillcourt.agent.claude_code:RUNNER",
 }
 
 #: The runner used when neither the command line nor the ini names one.

@@ -1,0 +1,276 @@
+"""The ``claude-code`` runner: the real Claude Code CLI inside the run's sandbox.
+
+Each run is one ``claude -p --output-format json`` in the sandbox, with the
+prompt on stdin, its model calls through the session's gateway
+(``agent/sandboxed.py``; docs/architecture.md, "Agents inside the sandbox"):
+
+- The binary: Claude Code's native executable (one glibc-linked file of about
+  400 MB), found on the host (:func:`find_claude`: ``$SKILL_COURT_CLAUDE``,
+  then ``claude`` on PATH, ``~/.local/bin/claude``,
+  ``./node_modules/@anthropic-ai/claude-code-<platform>/claude``), mounted
+  read-only at ``/opt/skill-court/bin/claude``; nothing is installed in the
+  image, which needs glibc, ``sh``, ``timeout`` and ``python3`` (for the
+  forwarder): ``python:3.12-slim``, the default image, has them all.
+- The library: every skill of the library at ``~/.claude/skills/<name>/``
+  (``HOME=/root`` in the sandbox), where Claude Code looks for a user's
+  skills.  The skills the run must not see (the skill under test in the
+  ``without`` arm, and ini ``skill_court_disabled``) stay installed and are
+  switched off the way Claude Code itself switches a skill off:
+  ``~/.claude/settings.json`` ``{"skillOverrides": {NAME: "off"}}``, which
+  takes it out of the listing Claude Code sends and makes its ``Skill`` tool
+  answer "Skill NAME is disabled for model invocation in skillOverrides
+  settings" (checked from what the real CLI sends, in the tests).
+- The environment: ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY`` from the
+  gateway's grant (the in-sandbox forwarder and a per-run token, never the
+  provider's key), ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no
+  telemetry, update checks or other hosts: the model calls are its only
+  requests), ``ANTHROPIC_DEFAULT_HAIKU_MODEL`` set to the run's model (Claude
+  Code's "small fast" model would otherwise be another model); the gateway
+  also sends every call to the run's model.
+- Permissions: Claude Code refuses ``--dangerously-skip-permissions`` as root
+  (the sandbox's user), so its own tools that act in the sandbox are allowed
+  by name (:data:`ALLOWED_TOOLS`); web tools are not (the sandbox has no
+  network anyway).
+- The limits: the timeout with ``timeout -k`` inside the sandbox; the
+  model-call limit (``max_iterations``, 60) and the budget by the gateway,
+  whose refusal Claude Code sees as a provider error; such a run did not
+  complete (``incomplete``), whatever it printed afterwards.
+
+The result: the answer is the JSON's ``result`` (run.py writes it to
+``$SKILL_COURT_ANSWER``); the transcript, tokens, cost and calls are the
+gateway's recording, never Claude Code's own report; ``skill_loaded`` is a
+``Skill`` call of the skill under test that answered "Launching skill"
+(``transcript.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..gateway import RunGrant
+from ..sandbox.base import Sandbox, SandboxError
+from ..skills import Library
+from .context import RunContext
+from .runner import AgentResult, SandboxNeeds
+from .sandboxed import agent_result, binary_path, classify, elf_interpreter, run_agent
+
+__all__ = ["RUNNER", "ClaudeCodeRunner", "find_claude", "claude_files", "parse_output"]
+
+#: The environment variable that names the ``claude`` binary to use.
+ENV_BINARY = "SKILL_COURT_CLAUDE"
+#: Where the binary is in the sandbox.
+SANDBOX_BINARY = binary_path("claude")
+#: ``$HOME/.claude`` in the sandbox (both backends run with ``HOME=/root``).
+CLAUDE_DIR = "/root/.claude"
+SKILLS_DIR = f"{CLAUDE_DIR}/skills"
+SETTINGS_FILE = f"{CLAUDE_DIR}/settings.json"
+#: Claude Code's tools that act only in the sandbox: allowed without asking.
+ALLOWED_TOOLS = ("Bash", "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS",
+                 "TodoWrite", "Skill", "Agent", "Task")
+#: The PATH of the local sandbox (which shows this host's system folders).
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: npm's name for the native binary's package on this machine.
+_PLATFORMS = {"x86_64": "linux-x64", "amd64": "linux-x64", "aarch64": "linux-arm64", "arm64": "linux-arm64"}
+
+HOW_TO_INSTALL = (
+    "Fix: `npm install @anthropic-ai/claude-code` (the native binary lands in "
+    "node_modules/@anthropic-ai/claude-code-<platform>/claude), or Anthropic's installer "
+    "(`curl -fsSL https://claude.ai/install.sh | bash`, into ~/.local/bin/claude), or set "
+    f"{ENV_BINARY}=/path/to/claude")
+
+
+def _native(path: Path) -> Path | None:
+    """``path`` resolved, when it is an executable ELF file (not a Node wrapper)."""
+    try:
+        real = path.resolve()
+        with open(real, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return None
+    return real if magic == b"\x7fELF" and os.access(real, os.X_OK) else None
+
+
+def _beside_wrapper(wrapper: Path) -> Path | None:
+    """The native binary npm put beside the ``@anthropic-ai/claude-code`` wrapper package."""
+    suffix = _PLATFORMS.get(platform.machine().lower())
+    for parent in wrapper.resolve().parents:
+        if parent.name == "claude-code" and parent.parent.name == "@anthropic-ai" and suffix:
+            return _native(parent.parent / f"claude-code-{suffix}" / "claude")
+    return None
+
+
+def candidates() -> list[str]:
+    """Where :func:`find_claude` looks, in order (for messages)."""
+    suffix = _PLATFORMS.get(platform.machine().lower(), "<platform>")
+    return [f"${ENV_BINARY}", "`claude` on PATH", "~/.local/bin/claude",
+            f"./node_modules/@anthropic-ai/claude-code-{suffix}/claude"]
+
+
+def find_claude() -> tuple[Path | None, str]:
+    """(the native ``claude`` executable, "") or (None, why not)."""
+    given = os.environ.get(ENV_BINARY, "").strip()
+    if given:
+        found = _native(Path(given)) or _beside_wrapper(Path(given))
+        if found is None:
+            return None, (f"{ENV_BINARY}={given} is not Claude Code's native executable (an ELF "
+                          "file); point it at node_modules/@anthropic-ai/claude-code-<platform>/claude")
+        return found, ""
+    tries: list[Path] = []
+    on_path = shutil.which("claude")
+    if on_path:
+        tries.append(Path(on_path))
+    tries.append(Path.home() / ".local" / "bin" / "claude")
+    suffix = _PLATFORMS.get(platform.machine().lower())
+    if suffix:
+        tries.append(Path.cwd() / "node_modules" / "@anthropic-ai" / f"claude-code-{suffix}" / "claude")
+    for path in tries:
+        if path.exists():
+            found = _native(path) or _beside_wrapper(path)
+            if found is not None:
+                return found, ""
+    return None, f"Claude Code was not found (looked at {', '.join(candidates())}). {HOW_TO_INSTALL}"
+
+
+def claude_files(library: Library, hidden: frozenset[str]) -> dict[str, bytes]:
+    """The sandbox files of a run: every skill under ``~/.claude/skills/<name>/``, and
+    ``~/.claude/settings.json`` switching the ``hidden`` ones off (``skillOverrides``)."""
+    files: dict[str, bytes] = {}
+    for skill in library.skills:
+        for rel, data in skill.files().items():
+            files[f"{SKILLS_DIR}/{skill.name}/{rel}"] = data
+    settings: dict[str, Any] = {"skillOverrides": {name: "off" for name in sorted(hidden)}}
+    files[SETTINGS_FILE] = (json.dumps(settings, indent=2) + "\n").encode()
+    return files
+
+
+def parse_output(stdout: str) -> dict[str, Any] | None:
+    """The result object ``claude -p --output-format json`` printed (its last JSON line), or None."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("type") == "result":
+            return value
+    return None
+
+
+class ClaudeCodeRunner:
+    """The ``claude-code`` runner (see the module docstring)."""
+
+    name = "claude-code"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[str, str] = {}
+
+    @property
+    def version(self) -> str:
+        """The package's version and Claude Code's: a new Claude Code replays cached runs."""
+        binary, _ = find_claude()
+        return f"{__version__}+claude-{self._claude_version(binary) if binary else 'missing'}"
+
+    def _claude_version(self, binary: Path) -> str:
+        key = str(binary)
+        with self._lock:
+            if key not in self._versions:
+                try:
+                    done = subprocess.run([key, "--version"], capture_output=True, text=True, timeout=60,
+                                          stdin=subprocess.DEVNULL, env={"PATH": SANDBOX_PATH, "HOME": "/nonexistent"})
+                    text = done.stdout.strip().split()[0] if done.returncode == 0 and done.stdout.strip() else ""
+                except (OSError, subprocess.TimeoutExpired):
+                    text = ""
+                if not text:  # cannot run here: the file itself tells versions apart
+                    stat = binary.stat()
+                    text = f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
+                self._versions[key] = text
+            return self._versions[key]
+
+    def labels(self, run_id: str) -> dict[str, str]:
+        """None beyond the court's own."""
+        return {}
+
+    def check(self, backend: str) -> str:
+        """Why Claude Code cannot run on ``backend`` here, or ""."""
+        binary, why = find_claude()
+        if binary is None:
+            return why
+        if backend == "docker":
+            from ..sandbox.docker import engine_is_local
+
+            if not engine_is_local():
+                return ("the claude-code runner mounts Claude Code's binary and the gateway's socket "
+                        "into each container, so the Docker engine must run on this machine; "
+                        f"DOCKER_HOST is {os.environ.get('DOCKER_HOST')!r}. Fix: unset DOCKER_HOST, or "
+                        "--skill-court-sandbox local.")
+            return ""
+        if backend == "local":
+            if shutil.which("python3", path=SANDBOX_PATH) is None:
+                return ("the claude-code runner's gateway forwarder runs with python3 inside the "
+                        f"sandbox, and the local sandbox shows this host's {SANDBOX_PATH}: none "
+                        "has python3. Fix: install python3, or --skill-court-sandbox docker.")
+            return ""
+        return (f"the claude-code runner runs on the docker and local sandboxes, not {backend!r}. "
+                "Fix: --skill-court-sandbox docker (or local).")
+
+    def sandbox_needs(self) -> SandboxNeeds:
+        """The gateway folder, and the binary at ``/opt/skill-court/bin/claude``."""
+        binary, _ = find_claude()
+        return SandboxNeeds(gateway=True, agent_files={SANDBOX_BINARY: str(binary)} if binary else {})
+
+    def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+        """One ``claude -p`` in ``sandbox`` (see the module docstring).
+
+        Raises:
+            SandboxError: no binary, the image cannot run it or the forwarder, or
+                the sandbox broke.
+        """
+        binary, why = find_claude()
+        if binary is None:  # sandbox_needs() mounted nothing either
+            raise SandboxError(f"claude-code runner: {why}")
+        model = ctx.model.name
+        command = [SANDBOX_BINARY, "-p", "--output-format", "json", "--model", model,
+                   "--allowedTools", ",".join(ALLOWED_TOOLS)]
+
+        def env(grant: RunGrant) -> dict[str, str]:
+            return {"ANTHROPIC_BASE_URL": grant.base_url, "ANTHROPIC_API_KEY": grant.token,
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                    "ANTHROPIC_DEFAULT_HAIKU_MODEL": model}
+
+        run = run_agent(ctx, sandbox, command=command, env=env,
+                        files=claude_files(ctx.library, ctx.hidden), stdin=ctx.task.prompt.encode())
+        if run.forwarder_failed:
+            raise SandboxError(f"claude-code runner: {run.exec.stderr.strip()[-1000:]} (the forwarder needs "
+                               "python3 in the image; python:3.12-slim has it)")
+        if run.exec.exit_code in (126, 127) and run.recording.api_calls == 0:
+            loader = elf_interpreter(str(binary)) or "its loader"
+            raise SandboxError(
+                f"claude-code runner: the image cannot run Claude Code's binary (exit {run.exec.exit_code}: "
+                f"{run.exec.stderr.strip()[-500:]}). It needs {loader} (glibc): python:3.12-slim, "
+                "debian and ubuntu images have it, alpine does not.")
+        output = parse_output(run.exec.stdout)
+        answer: str | None = None
+        detail = run.exec.stderr.strip()[-1000:]
+        if output is not None:
+            text = output.get("result")
+            if output.get("is_error") or output.get("subtype") != "success" or not isinstance(text, str):
+                detail = f"claude: {output.get('subtype')}: {str(text)[:1000]}"
+            else:
+                answer = text.strip()
+        status, error = classify(run, answer=answer if run.exec.exit_code == 0 else None, detail=detail)
+        return agent_result(ctx, run, status, error, answer or "")
+
+
+#: The registered ``claude-code`` runner.
+RUNNER = ClaudeCodeRunner()

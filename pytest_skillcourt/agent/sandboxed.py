@@ -1,0 +1,285 @@
+"""Agents that run inside the run's sandbox and reach their model only through the gateway.
+
+A CLI agent (Claude Code, ``agent/claude_code.py``; Codex after it) is one
+process that is the agent loop, its tools and its model client at once, so it
+runs *inside* the sandbox, and its model calls must leave the sandbox somehow.
+They leave through the session's model gateway (``gateway.py``) and nowhere
+else (docs/architecture.md, "Agents inside the sandbox"):
+
+1. The runner's :meth:`~.runner.Runner.sandbox_needs` asks for a gateway folder
+   and for the agent's binary, mounted read-only at :func:`binary_path`; run.py
+   makes the sandbox with them (``SandboxSpec.gateway``, ``agent_files``), the
+   network still off.
+2. :func:`run_agent` opens the run at the gateway with a unix socket of its
+   own in that folder (:data:`SOCKET_MODE`: the folder itself, mode 0700 and
+   owned by whoever the sandbox runs as, is what keeps other host users out;
+   the socket accepts this run's token only), writes the agent's files, and
+   runs one exec in the sandbox: the forwarder (``gateway.FORWARDER_SOURCE``,
+   run by the image's ``python3``) listening on the sandbox's own loopback,
+   then the agent under ``timeout -k`` with the prompt on its stdin.  The
+   gateway run is closed afterwards (its token revoked) and its recording is
+   the run's transcript, tokens, cost and call count.
+3. :func:`classify` and :func:`agent_result` turn the recording and the
+   agent's own answer into the runner's ``AgentResult`` the same way for
+   every CLI agent.
+
+The gateway: one per process, started the first time a run needs it
+(:func:`gateway_for`) with the session's pricing, so a budget can stop a run
+midway; the session stops it at its end (:func:`stop_gateway`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import secrets
+import shlex
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..gateway import SANDBOX_SOCKET, Gateway, RunGrant, RunLimits, RunRecording, forwarder_argv
+from ..options import Settings
+from ..pricing import price
+from ..sandbox.base import AGENT_ROOT, GATEWAY_MOUNT, TIMEOUT_EXIT_CODES, ExecResult, Sandbox, SandboxError
+from ..transcript import message_calls, skill_loaded
+from .context import RunContext
+from .runner import AgentResult
+
+__all__ = [
+    "AGENT_BIN",
+    "FORWARDER_FAILED",
+    "SOCKET_MODE",
+    "AgentRun",
+    "agent_result",
+    "binary_path",
+    "classify",
+    "elf_interpreter",
+    "gateway_for",
+    "run_agent",
+    "stop_gateway",
+]
+
+#: Where agent binaries are mounted in the sandbox (read-only, one file each).
+AGENT_BIN = AGENT_ROOT + "/bin"
+#: Mode of a run's gateway socket: its folder is the guard (see the module docstring).
+SOCKET_MODE = 0o666
+#: Exit status of the run's exec when the forwarder did not start.
+FORWARDER_FAILED = 90
+#: Seconds the forwarder may take to listen.
+FORWARDER_START_S = 20
+#: Seconds the exec may run past the agent's own timeout (forwarder start, kill grace).
+EXEC_SLACK_S = FORWARDER_START_S + 15
+#: Where the run's exec keeps its own files (outside /workspace and /root: never captured).
+RUN_DIR = "/tmp/skill-court"
+#: What the agent's stdout and stderr are cut at.
+OUTPUT_LIMIT = 1024 * 1024
+
+if posixpath.dirname(SANDBOX_SOCKET) != GATEWAY_MOUNT:  # pragma: no cover - two modules must agree
+    raise ImportError(f"gateway.SANDBOX_SOCKET {SANDBOX_SOCKET} is not in sandbox GATEWAY_MOUNT {GATEWAY_MOUNT}")
+
+_lock = threading.Lock()
+_gateway: Gateway | None = None
+
+
+# -- the session's gateway -------------------------------------------------------
+
+
+def gateway_for(settings: Settings) -> Gateway:
+    """The process's gateway, started on first use with ``settings``' pricing.
+
+    It listens on no shared address: every run gets a socket of its own.
+
+    Raises:
+        OSError: it could not start.
+    """
+    global _gateway
+    with _lock:
+        if _gateway is None:
+            def cost(model, input_tokens, output_tokens, reported):  # type: ignore[no-untyped-def]
+                return price(settings, model, input_tokens, output_tokens, reported)[0]
+
+            _gateway = Gateway(listen=(), price=cost).start()
+        return _gateway
+
+
+def stop_gateway() -> None:
+    """Stop the process's gateway, if one started (every open run is closed); safe twice."""
+    global _gateway
+    with _lock:
+        gateway, _gateway = _gateway, None
+    if gateway is not None:
+        gateway.stop()
+
+
+# -- one run ---------------------------------------------------------------------
+
+
+def binary_path(name: str) -> str:
+    """Where the agent binary ``name`` is mounted in the sandbox."""
+    return f"{AGENT_BIN}/{name}"
+
+
+def elf_interpreter(path: str) -> str | None:
+    """The program interpreter an ELF executable names (its libc's loader), or None
+    (static, not ELF, unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return None
+            endian = "<" if head[5] == 1 else ">"
+            phoff = struct.unpack(endian + "Q", head[32:40])[0]
+            phentsize, phnum = struct.unpack(endian + "HH", head[54:58])
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            for i in range(phnum):
+                entry = table[i * phentsize:(i + 1) * phentsize]
+                if struct.unpack(endian + "I", entry[:4])[0] == 3:  # PT_INTERP
+                    offset, size = struct.unpack(endian + "Q", entry[8:16])[0], struct.unpack(endian + "Q", entry[32:40])[0]
+                    fh.seek(offset)
+                    return fh.read(min(size, 4096)).rstrip(b"\0").decode("utf-8", "replace")
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+@dataclass
+class AgentRun:
+    """What one agent process inside the sandbox did, and what the gateway saw of it."""
+
+    exec: ExecResult  # the exec of the forwarder and the agent
+    recording: RunRecording  # the gateway's record of the run (closed)
+    timeout: float  # the agent's own limit, seconds
+    elapsed_s: float
+
+    @property
+    def forwarder_failed(self) -> bool:
+        return self.exec.exit_code == FORWARDER_FAILED and self.recording.api_calls == 0
+
+    @property
+    def timed_out(self) -> bool:
+        """Killed by its ``timeout`` inside the sandbox, or by the exec's."""
+        if self.exec.timed_out:
+            return True
+        return self.exec.exit_code in (*TIMEOUT_EXIT_CODES, 143) and self.elapsed_s >= self.timeout * 0.99
+
+    @property
+    def answered_once(self) -> bool:
+        """Did any model call get a reply?"""
+        return any(c.model_call and c.status == 200 and c.reply is not None for c in self.recording.calls)
+
+    def provider_error(self) -> str:
+        """What the last failed model call said ("" if none failed)."""
+        for call in reversed(self.recording.calls):
+            if call.status != 200 and (call.error or call.refused):
+                return f"HTTP {call.status} from {call.path}: {call.error or call.refused}"
+        return ""
+
+
+def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: str) -> str:
+    """The exec: start the forwarder, wait until it listens, run the agent under ``timeout -k``."""
+    log = f"{RUN_DIR}/forwarder.log"
+    return "\n".join([
+        f"mkdir -p {RUN_DIR}",
+        f"{shlex.join(forwarder)} >{log} 2>&1 &",
+        "fwd=$!",
+        "n=0",
+        f"until grep -q '^ready' {log} 2>/dev/null; do",
+        "  if ! kill -0 $fwd 2>/dev/null; then",
+        f"    echo \"skill-court: the gateway forwarder did not start: $(cat {log})\" >&2; exit {FORWARDER_FAILED}",
+        "  fi",
+        "  n=$((n+1))",
+        f"  if [ $n -gt {FORWARDER_START_S * 20} ]; then",
+        f"    echo 'skill-court: the gateway forwarder did not listen within {FORWARDER_START_S} s' >&2",
+        f"    kill $fwd; exit {FORWARDER_FAILED}",
+        "  fi",
+        "  sleep 0.05 2>/dev/null || sleep 1",
+        "done",
+        f"timeout -k 5 {max(1, math.ceil(timeout))} {shlex.join(agent)} <{shlex.quote(stdin_path)}",
+        "code=$?",
+        "kill $fwd 2>/dev/null",
+        "exit $code",
+    ])
+
+
+def run_agent(ctx: RunContext, sandbox: Sandbox, *, command: list[str],
+              env: Callable[[RunGrant], Mapping[str, str]], files: Mapping[str, bytes],
+              stdin: bytes = b"") -> AgentRun:
+    """Run ``command`` (the agent, in the sandbox's view) once behind the gateway.
+
+    ``files`` (absolute sandbox paths) are written first; ``env(grant)`` is
+    the agent's environment (it gets the run's token and base URL from the
+    grant, never the provider's key); ``stdin`` is fed to the agent.  The
+    agent may take ``ctx.timeout`` seconds; the run may make
+    ``settings.max_iterations`` model calls and spend up to the session's
+    budget (``ctx.spent_usd`` plus this run's calls).
+
+    Raises:
+        SandboxError: the sandbox has no gateway folder, or broke.
+    """
+    folder = sandbox.gateway_dir
+    if not folder:
+        raise SandboxError(f"{sandbox!r} has no gateway folder: the runner's sandbox_needs() must ask for one")
+    settings = ctx.settings
+    gateway = gateway_for(settings)
+    run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
+    limits = RunLimits(max_calls=settings.max_iterations, budget_usd=settings.budget,
+                       spent_usd=ctx.spent_usd, rewrite_model=True)
+    grant = gateway.open_run(run_id, ctx.model, limits,
+                             socket_path=os.path.join(folder, os.path.basename(SANDBOX_SOCKET)),
+                             socket_mode=SOCKET_MODE)
+    stdin_path = f"{RUN_DIR}/stdin"
+    started = time.monotonic()
+    try:
+        sandbox.write_files({**files, stdin_path: stdin})
+        result = sandbox.exec(_script(forwarder_argv(), command, ctx.timeout, stdin_path),
+                              timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),
+                              output_limit=OUTPUT_LIMIT)
+    finally:
+        recording = gateway.close_run(run_id)
+    return AgentRun(exec=result, recording=recording, timeout=ctx.timeout,
+                    elapsed_s=time.monotonic() - started)
+
+
+def classify(run: AgentRun, *, answer: str | None, detail: str = "") -> tuple[str, str | None]:
+    """(status, error) of a run: ``AgentResult.status`` and why it is not answered.
+
+    ``answer`` is the agent's final answer as it reported it, None when it
+    reported none or an error; ``detail`` what it said otherwise.  In order:
+    killed at the timeout: ``timeout``; a call refused by the model-call
+    limit or the budget: ``incomplete`` (the run did not complete, whatever
+    the agent said after); no model call answered: ``no_answer`` (left out
+    of the verdict); an answer: ``answered``; else ``incomplete``.
+    """
+    if run.timed_out:
+        return "timeout", f"no final answer within {run.timeout:.0f}s"
+    if run.recording.limit_hit:
+        return "incomplete", run.recording.error or f"stopped by the gateway: {run.recording.limit_hit}"
+    if not run.answered_once:
+        why = run.provider_error() or detail or f"the agent exited {run.exec.exit_code}"
+        return "no_answer", f"the model never answered: {why}"
+    if answer is not None:
+        return "answered", None
+    return "incomplete", (detail or run.provider_error() or f"the agent exited {run.exec.exit_code}")[:2000]
+
+
+def agent_result(ctx: RunContext, run: AgentRun, status: str, error: str | None, answer: str) -> AgentResult:
+    """The runner's result: the answer it gave, everything else from the gateway's recording."""
+    recording = run.recording
+    transcript = recording.transcript()
+    return AgentResult(
+        status=status,
+        answer=answer if status == "answered" else "",
+        transcript=transcript,
+        input_tokens=recording.input_tokens,
+        output_tokens=recording.output_tokens,
+        cost_usd=recording.cost_usd if recording.priced else None,
+        api_calls=recording.api_calls,
+        iterations=sum(1 for m in transcript if message_calls(m)),
+        skill_loaded=skill_loaded(transcript, ctx.suite.skill, ctx.library),
+        error=error,
+    )
