@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
 from pytest_skillcourt.agent.client import ChatClient
+from pytest_skillcourt.records import ARM_WITH, ARM_WITHOUT
 from pytest_skillcourt.llm import (
     TokenBudget,
     UnreadableReply,
@@ -50,7 +51,6 @@ JUDGE_PROMPT_VERSION = "judge-1"
 #: Longest final answer shown in full; longer ones keep head and tail.
 ANSWER_LIMIT = 20_000
 
-ARMS = ("with", "without")
 PICKS = ("A", "B", "tie")
 
 
@@ -87,9 +87,9 @@ class Judgment:
 
     def outcomes(self) -> tuple[bool, bool] | None:
         """``(with_success, without_success)``, or None when there is no outcome."""
-        if self.winner == "with":
+        if self.winner == ARM_WITH:
             return (True, False)
-        if self.winner == "without":
+        if self.winner == ARM_WITHOUT:
             return (False, True)
         if self.winner == "tie":
             return (True, True)
@@ -123,7 +123,7 @@ class Judgment:
             if len(picks) != 2 or len(reasons) != 2 or len(order) != 2:
                 raise ValueError("picks, reasons and order must hold two items each")
             winner = d["winner"]
-            if winner not in (None, "with", "without", "tie"):
+            if winner not in (None, ARM_WITH, ARM_WITHOUT, "tie"):
                 raise ValueError(f"winner must be with/without/tie/null, got {winner!r}")
             return cls(
                 winner=winner,
@@ -241,7 +241,7 @@ def _combine(order: tuple[str, str], picks: tuple[str, str]) -> str:
 
 
 def _other(arm: str) -> str:
-    return "without" if arm == "with" else "with"
+    return ARM_WITHOUT if arm == ARM_WITH else ARM_WITH
 
 
 def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_run: RunView, *,
@@ -258,9 +258,9 @@ def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_
         failed, its reply stayed unreadable, or the budget ran out.
     """
     rng = rng or random.Random(secrets.randbits(64))
-    first_a = "with" if rng.random() < 0.5 else "without"
+    first_a = ARM_WITH if rng.random() < 0.5 else ARM_WITHOUT
     order = (first_a, _other(first_a))
-    views = {"with": with_run, "without": without_run}
+    views = {ARM_WITH: with_run, ARM_WITHOUT: without_run}
     picks = ["", ""]
     reasons = ["", ""]
     tokens_in = tokens_out = 0

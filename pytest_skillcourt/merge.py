@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .clock import utc_now
+from .clock import new_trial_id, utc_now
 from .judge import Judgment
 from .records import RunRecord
 from .stats.verdict import EARLY_STOP_TASKS, VerdictKind, decide
@@ -175,7 +174,7 @@ def merge_stores(inputs: Sequence[Path], output: Path, *, force: bool = False) -
             raise MergeError(f"merge: {output} exists; pass --force to replace it, or choose another -o")
         for suffix in ("", "-wal", "-shm"):
             Path(str(output) + suffix).unlink(missing_ok=True)
-    trial = "merge-" + time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    trial = new_trial_id("merge-")
     result = MergeResult(output=output, trial=trial, inputs=inputs)
     tmp = output.with_name(output.name + f".{uuid.uuid4().hex[:8]}.tmp")
     store = Store(tmp)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Generator, Iterator
 
@@ -24,6 +23,7 @@ from .agent.context import RunContext
 from .agent.runner import get_runner
 from .agent.sandboxed import stop_gateway
 from .cache import run_key, still_valid
+from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
 from .llm import TokenBudget
@@ -54,8 +54,7 @@ class SkillCourt:
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
         winput: dict[str, Any] = getattr(config, "workerinput", {})
-        self.trial: str = winput.get("skill_court_trial") or (
-            time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
+        self.trial: str = winput.get("skill_court_trial") or new_trial_id()
         self.backend: str | None = winput.get("skill_court_backend")
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}

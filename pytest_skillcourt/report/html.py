@@ -365,7 +365,7 @@ def judge_calls(judgment: Mapping[str, Any] | None) -> list[dict[str, str]]:
     out = []
     for i in range(max(len(order), len(picks), len(reasons))):
         a = order[i] if i < len(order) else ""
-        b = {"with": "without", "without": "with"}.get(a, "")
+        b = {ARM_WITH: ARM_WITHOUT, ARM_WITHOUT: ARM_WITH}.get(a, "")
         pick = picks[i] if i < len(picks) else ""
         arm = {"A": a, "B": b, "tie": "tie"}.get(pick or "", "no pick")
         out.append({"a": a, "b": b, "pick": pick or "-", "arm": arm,
