@@ -43,6 +43,7 @@ from typing import Any, Mapping
 from pytest_skillcourt.sandbox.base import (
     DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
+    GATEWAY_MOUNT,
     LABEL,
     TIMEOUT_EXIT_CODES,
     ExecResult,
@@ -51,13 +52,12 @@ from pytest_skillcourt.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    agent_mounts,
+    make_gateway_dir,
     read_via_exec,
     render_output,
     tar_of_files,
 )
-
-# The mounts a spec may ask for (agents inside the sandbox).
-from pytest_skillcourt.sandbox.base import GATEWAY_MOUNT, agent_mounts, make_gateway_dir  # noqa: E402
 
 #: Name prefix of our containers (with the label, how cleanup finds them).
 NAME_PREFIX = f"{LABEL}-"

@@ -72,7 +72,9 @@ from pytest_skillcourt import locks
 from pytest_skillcourt.sandbox.base import (
     DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
+    GATEWAY_MOUNT,
     LABEL,
+    MAX_SOCKET_PATH,
     TIMEOUT_EXIT_CODES,
     ExecResult,
     PathRefused,
@@ -80,17 +82,11 @@ from pytest_skillcourt.sandbox.base import (
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
+    agent_mounts,
+    make_gateway_dir,
     read_via_exec,
     render_output,
     tar_of_files,
-)
-
-# The mounts a spec may ask for (agents inside the sandbox).
-from pytest_skillcourt.sandbox.base import (  # noqa: E402
-    GATEWAY_MOUNT,
-    MAX_SOCKET_PATH,
-    agent_mounts,
-    make_gateway_dir,
 )
 
 #: Prefix of the host directories that hold local sandboxes (cleanup finds them).
