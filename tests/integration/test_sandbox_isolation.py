@@ -16,6 +16,7 @@ property below that takes ``sb`` is checked on such a sandbox too, and the
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import os
 import secrets
 import shutil
@@ -95,12 +96,12 @@ def _host_ipv4_addresses() -> list[str]:
 
 
 class _Listener:
-    """A TCP listener on all host addresses that records who connected."""
+    """A TCP listener on ``host`` (all host addresses by default) that records who connected."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "0.0.0.0") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("0.0.0.0", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(64)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
@@ -167,6 +168,145 @@ def test_only_loopback_interface_and_no_routes(sb: Sandbox) -> None:
     # Control: the host has more than loopback, so the probe can tell.
     with open("/proc/net/dev") as fh:
         assert len([line for line in fh.read().splitlines()[2:] if ":" in line]) > 1
+
+
+# What a network would give a sandbox, probed directly.  Each probe's control
+# runs the same command where that leak exists (a plain bridged container of
+# the same image, or the host itself), so a sandbox that got a network - e.g.
+# `network_mode="bridge"` with networking enabled - fails these tests.
+# Only this machine's own addresses are ever contacted.
+
+
+def _docker_bridge_gateway() -> str | None:
+    """The host's address on Docker's default bridge (where a bridged container reaches
+    the host), or None when no engine answers here."""
+    from tests.support.sandbox_image import docker_available
+
+    if not docker_available():
+        return None
+    from pytest_skillcourt.sandbox.docker import client
+
+    for config in client().api.inspect_network("bridge").get("IPAM", {}).get("Config") or []:
+        if config.get("Gateway"):
+            return str(config["Gateway"])
+        if config.get("Subnet"):  # the engine chose it: the host's address in that subnet
+            subnet = ipaddress.ip_network(config["Subnet"], strict=False)
+            for addr in _host_ipv4_addresses():
+                if ipaddress.ip_address(addr) in subnet:
+                    return addr
+    return None
+
+
+def _bridged_container(command: str, **host_config: object) -> str:
+    """The output of ``command`` in a plain bridged container of the test image: what a
+    sandbox with a network would see (the control of the probes below)."""
+    from pytest_skillcourt.sandbox.base import LABEL
+    from pytest_skillcourt.sandbox.docker import NAME_PREFIX, client
+
+    require_docker()
+    api = client().api
+    created = api.create_container(
+        ensure_test_image(), command=["sh", "-c", command], labels={LABEL: "1"},
+        name=f"{NAME_PREFIX}isolation-control-{secrets.token_hex(4)}",
+        host_config=api.create_host_config(network_mode="bridge", **host_config))
+    try:
+        api.start(created["Id"])
+        api.wait(created["Id"], timeout=60)
+        return api.logs(created["Id"], stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        api.remove_container(created["Id"], force=True)
+
+
+def test_no_service_on_the_docker_bridge_address_is_reachable(sb: Sandbox) -> None:
+    gateway = _docker_bridge_gateway()
+    if gateway is None:
+        pytest.skip("no Docker bridge on this host: nothing is bound to its address")
+    listener = _Listener(gateway)  # a service meant for containers only
+    try:
+        cmd = f"echo hello | busybox nc -w 2 {gateway} {listener.port}"
+        r = sb.exec(cmd, timeout=15)
+        time.sleep(0.3)
+        assert r.exit_code != 0 and listener.hits == [], f"{cmd!r} reached {gateway} from inside: {r}"
+        # Control: the same command from a bridged container of the same image reaches it.
+        _bridged_container(cmd)
+        deadline = time.monotonic() + 5
+        while not listener.hits and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listener.hits == [gateway], "control failed: a bridged container did not reach the bridge address"
+    finally:
+        listener.close()
+
+
+#: The engine sockets a sandbox must never see (Docker, containerd), then every socket
+#: file anywhere but the kernel's trees, and the variables that point at an engine.
+SOCKET_PROBE = (
+    "for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock "
+    "/var/run/containerd/containerd.sock /run/podman/podman.sock; do "
+    '[ -e "$s" ] && echo "FOUND $s"; done; '
+    "find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o -type s -print 2>/dev/null; "
+    'echo "DOCKER_HOST=${DOCKER_HOST:-}"; echo "CONTAINER_HOST=${CONTAINER_HOST:-}"'
+)
+
+
+def test_no_engine_socket_is_in_the_sandbox(sb: Sandbox) -> None:
+    r = sb.exec(SOCKET_PROBE, timeout=120)
+    lines = r.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("FOUND")], r.stdout
+    sockets = [line for line in lines if line.startswith("/") and not line.startswith("/run/skill-court/")]
+    assert sockets == [], f"socket files inside the sandbox: {sockets}"
+    assert "DOCKER_HOST=" in lines and "CONTAINER_HOST=" in lines, r.stdout
+    # Control: the probe finds the engine's socket where it is mounted, as the
+    # usual "docker in docker" mount would put it.
+    engine = "/var/run/docker.sock"
+    if os.path.exists(engine) and not os.environ.get("DOCKER_HOST"):
+        leaked = _bridged_container(SOCKET_PROBE, binds=[f"{engine}:{engine}"])
+        assert f"FOUND {engine}" in leaked and engine in leaked.splitlines(), leaked
+    else:  # no local engine: the probe's first half run on the host still sees a host socket
+        found = subprocess.run(["sh", "-c", "find /run /var/run -type s 2>/dev/null | head -1"],
+                               capture_output=True, text=True, timeout=60).stdout
+        if not found.strip():
+            pytest.skip("no engine socket and no socket under /run on this host to control against")
+
+
+#: Every view of the network interfaces: /proc/net/dev, /sys/class/net, the IPv6
+#: addresses and the kernel's routing trie (whose "/32 host LOCAL" entries are the
+#: sandbox's own addresses).
+INTERFACE_PROBE = (
+    "cat /proc/net/dev; echo ===; ls /sys/class/net 2>/dev/null; echo ===; "
+    "cat /proc/net/if_inet6 2>/dev/null; echo ===; cat /proc/net/fib_trie 2>/dev/null"
+)
+
+
+def _interface_views(output: str) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(interfaces in /proc/net/dev, in /sys/class/net, interfaces with IPv6
+    addresses, local IPv4 addresses) from ``INTERFACE_PROBE``'s output."""
+    dev, sysnet, inet6, fib = output.split("===")
+    names = sorted(line.split(":")[0].strip() for line in dev.splitlines()[2:] if ":" in line)
+    v6 = sorted({line.split()[-1] for line in inet6.splitlines() if line.strip()})
+    local, last = [], ""
+    for line in fib.splitlines():
+        if "|--" in line:
+            last = line.split("|--")[1].strip()
+        elif "/32 host LOCAL" in line and last not in local:
+            local.append(last)
+    return names, sorted(sysnet.split()), v6, sorted(local)
+
+
+def test_interfaces_are_only_loopback_in_every_view(sb: Sandbox) -> None:
+    names, sysnet, v6, local = _interface_views(sb.exec(INTERFACE_PROBE).stdout)
+    assert names == ["lo"]
+    assert sysnet in ([], ["lo"])  # the local backend mounts no /sys
+    assert v6 in ([], ["lo"])
+    assert all(addr.startswith("127.") for addr in local), local
+    # Control: where there is a network, every view shows it.
+    if _docker_bridge_gateway() is not None:
+        names, sysnet, v6, local = _interface_views(_bridged_container(INTERFACE_PROBE))
+        assert "eth0" in names and "eth0" in sysnet, (names, sysnet)
+        assert [addr for addr in local if not addr.startswith("127.")], local
+    else:
+        with open("/proc/net/dev") as fh:
+            assert len([line for line in fh.read().splitlines()[2:] if ":" in line]) > 1
+        assert len(os.listdir("/sys/class/net")) > 1
 
 
 # -- environment ----------------------------------------------------------------
