@@ -411,11 +411,3 @@ def test_register_uses_hooks_hermes_knows(tmp_path: Path, monkeypatch: pytest.Mo
     assert SALES not in new["request"]["messages"][0]["content"]
     monkeypatch.setenv("SKILL_COURT_QUARANTINE", str(tmp_path / "other.json"))
     assert mw(**llm_request_kwargs({"messages": [{"role": "system", "content": INDEX}]}, "model-a")) is None
-
-
-# -- the real Hermes ------------------------------------------------------------------------------
-
-
-        # The "logged once" warning is covered by the unit test: `hermes -z` turns
-        # logging off (logging.disable(CRITICAL) in hermes_cli/oneshot.py), so
-        # no log file can show it here.

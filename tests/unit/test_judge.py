@@ -183,7 +183,7 @@ def test_job_rng_depends_on_seed_and_key_only():
 
 
 # --------------------------------------------------------------------------
-# against the local test server
+# the pool's input
 
 
 def test_judge_pairs_refuses_duplicate_keys():
