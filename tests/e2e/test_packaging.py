@@ -63,9 +63,10 @@ def test_installed_wheel_works_in_a_fresh_venv_without_fcntl(dists: dict[str, Pa
         import pytest_skillcourt.quarantine, pytest_skillcourt.locks, pytest_skillcourt.appeal
         import pytest_skillcourt.sandbox.local
         assert "site-packages" in pytest_skillcourt.__file__, pytest_skillcourt.__file__
-        eps = {(e.group, e.name): e.value for e in md.entry_points() if e.name in ("skillcourt", "skill-court")}
-        assert eps[("pytest11", "skillcourt")] == "pytest_skillcourt.plugin", eps
-        assert eps[("hermes_agent.plugins", "skill-court")] == "pytest_skillcourt.hermes", eps
+        pytest11 = {e.name: e.value for e in md.entry_points(group="pytest11")}
+        hermes = {e.name: e.value for e in md.entry_points(group="hermes_agent.plugins")}
+        assert pytest11["skillcourt"] == "pytest_skillcourt.plugin", pytest11
+        assert hermes["skill-court"] == "pytest_skillcourt.hermes", hermes
         assert res.files("pytest_skillcourt").joinpath("templates/report.html.j2").is_file()
         from pytest_skillcourt.locks import locked
         import tempfile, pathlib
