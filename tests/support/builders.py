@@ -247,11 +247,6 @@ def count_rows(db: Path, table: str) -> int:
         conn.close()
 
 
-def dump(obj: object) -> str:
-    """``obj`` as indented JSON, for assertion messages."""
-    return json.dumps(obj, indent=1, default=str)
-
-
 # -- plain values --------------------------------------------------------------------------
 
 
