@@ -49,6 +49,9 @@ def test_the_sdist_holds_the_demo_and_the_suites(dists: dict[str, Path]) -> None
 
 
 def test_installed_wheel_works_in_a_fresh_venv_without_fcntl(dists: dict[str, Path], tmp_path: Path) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the venv's own paths
     venv = tmp_path / "venv"
     # The dependencies come from this interpreter's site-packages; the package only from the wheel.
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
@@ -74,11 +77,12 @@ def test_installed_wheel_works_in_a_fresh_venv_without_fcntl(dists: dict[str, Pa
             pass
         print("ok")
     """)
-    done = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=env)
     assert done.stdout.strip() == "ok", done.stderr[-3000:]
     version = subprocess.run([str(venv / "bin" / "skill-court"), "--version"], capture_output=True, text=True,
-                             timeout=60, cwd=tmp_path)
+                             timeout=60, cwd=tmp_path, env=env)
     assert version.returncode == 0 and version.stdout.startswith("skill-court "), version.stderr
     help_out = subprocess.run([str(py), "-m", "pytest", "--help"], capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path)
+                              timeout=120, cwd=tmp_path, env=env)
     assert "--skill-court-model" in help_out.stdout
