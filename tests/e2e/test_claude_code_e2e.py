@@ -26,7 +26,7 @@ import pytest
 from pytest_skillcourt.agent import sandboxed
 from pytest_skillcourt.agent.client import ModelSpec
 from pytest_skillcourt.gateway import FORWARDER_PORT
-from tests.agent_image import ensure_agent_image
+from tests.support.agent_image import ensure_agent_image
 from tests.support.agent_clis import claude_skill_listing, require_claude
 from tests.support.builders import junit_properties, task, write_skill, write_suite
 from tests.support.llm_server import CHAT, MESSAGES, LLMServer, RecordedRequest, Reply, ToolCall, turn
