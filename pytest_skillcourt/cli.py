@@ -919,6 +919,50 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(court_handler=cmd_appeal, pytest_tail=[])
 
 
+# -- hermes install: the dashboard tab ------------------------------------------------
+
+
+def cmd_hermes_install(args: argparse.Namespace) -> int:
+    """Lay the Skill Court tab into a Hermes profile and enable it (dashboard/install.py)."""
+    from pytest_skillcourt.dashboard.install import InstallError, install
+
+    home = args.hermes_home
+    if home is None:
+        own = getattr(args, "court_hermes_home", None)
+        home = own() if own is not None else default_hermes_home()
+    try:
+        result = install(Path(home))
+    except InstallError as exc:
+        _err(f"{_prog(args)} hermes install: {exc}")
+        return EXIT_USAGE
+    files = ", ".join(result.written) if result.written else "already up to date"
+    _out(f"Skill Court tab in {result.plugin_dir}: {files}.")
+    _out(f"Plugin 'skill-court' {'enabled now' if result.enabled_now else 'already enabled'} in {result.config}.")
+    if result.hidden:
+        _out("  The tab is hidden in the dashboard (dashboard.hidden_plugins lists skill-court); show it there.")
+    _out("Restart `hermes dashboard` to see the Skill Court tab (Hermes mounts plugin routes at start).")
+    return EXIT_OK
+
+
+@subcommand("hermes")
+def _parser_hermes(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "hermes", parents=[common], help="install the Skill Court tab into Hermes' dashboard",
+        description=_wrap("hermes install: lay the Skill Court tab (a dashboard plugin) into a Hermes "
+                          "profile's plugins/skill-court/ and enable it in its config.yaml "
+                          "(plugins.enabled). Running it again changes only what differs."),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="court_hermes_command", metavar="COMMAND", title="commands")
+    inst = actions.add_parser("install", parents=[common], help="lay the tab into a profile and enable it",
+                              description=_wrap("Lay the Skill Court tab into the Hermes home and enable it."),
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    inst.add_argument("--hermes-home", metavar="DIR", type=Path, default=None,
+                      help="the Hermes home (profile) to install into (default: $HERMES_HOME, else ~/.hermes)")
+    inst.set_defaults(court_handler=cmd_hermes_install)
+    parser.set_defaults(court_handler=None, court_parser=parser)
+
+
 # -- assembling and running -----------------------------------------------------------
 
 

@@ -1,0 +1,174 @@
+"""The Skill Court tab in the real ``hermes dashboard``, in headless Chromium.
+
+A test profile (``HERMES_HOME`` in tmp) gets the plugin from the real
+``skill-court hermes install`` and a store holding HELPS, HURTS with a cause,
+NEUTRAL, INCONCLUSIVE and a granted appeal (``tests/support/dashboard_profile.py``).
+The browser clicks the page's buttons with real input events; the assertions read
+the profile's files.  Screenshots at 1400 and 420 px go to ``tests/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_skillcourt.quarantine import read_entries
+from pytest_skillcourt.store import Store
+from tests.support.browser import Browser, require_chromium
+from tests.support.dashboard_profile import (
+    HURTS_SKILL,
+    MODEL,
+    OTHER_MODEL,
+    Dashboard,
+    Profile,
+    build,
+    record_appeal,
+)
+from tests.support.sandbox_image import require_hermes
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Profile, str]]:
+    """The profile, with the plugin installed by the CLI, served by a real dashboard."""
+    require_hermes()
+    require_chromium()
+    profile = build(tmp_path_factory.mktemp("dash") / "home")
+    done = subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", "hermes", "install",
+                           "--hermes-home", str(profile.home)], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "enabled now" in done.stdout
+    dashboard = Dashboard(profile.home, REPO)
+    try:
+        yield profile, dashboard.wait_ready()
+    finally:
+        dashboard.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    b = Browser(1400, 1000)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def open_tab(b: Browser, url: str) -> None:
+    b.goto(url + "/skill-court")
+    b.wait("document.querySelectorAll('.sc-card').length >= 5", what="the verdict cards", timeout=60)
+
+
+def card(skill: str, model: str) -> str:
+    return f'.sc-card[data-skill="{skill}"][data-model="{model}"]'
+
+
+def wait_message(b: Browser, expected: str) -> str:
+    """The result message once it holds ``expected``."""
+    text = b.wait(f"document.getElementById('sc-message') && document.getElementById('sc-message').innerText"
+                  f".includes({json.dumps(expected)}) && document.getElementById('sc-message').innerText",
+                  what=f"the message {expected!r}")
+    return str(text)
+
+
+def test_the_tab_lists_verdicts_harmful_first_with_their_evidence(served: tuple[Profile, str], browser: Browser) -> None:
+    _, url = served
+    open_tab(browser, url)
+    skills = browser.js("[...document.querySelectorAll('section.sc-skill[data-skill]')].map(s => s.dataset.skill)")
+    assert skills == [HURTS_SKILL, "rare-skill", "shell-tips", "csv-helper"]
+    models = browser.js(f"[...document.querySelectorAll('section[data-skill=\"{HURTS_SKILL}\"] .sc-card')]"
+                        ".map(c => c.dataset.model + ' ' + c.dataset.kind)")
+    assert models == [f"{MODEL} HURTS", f"{OTHER_MODEL} NEUTRAL"]  # one skill's models side by side
+    hurts = browser.js(f"document.querySelector('{card(HURTS_SKILL, MODEL)}').innerText")
+    for shown in ("0% 0–30%", "100% 70–100%", "×2.05 [1.40, 3.00]", "3 from checks, 0 from the judge",
+                  "SKILL.md line 9", "Always round totals to the nearest hundred.", "set by a trial",
+                  "Fix proposed", "Apply fix", "started by hand"):
+        assert shown in hurts, shown
+    # hostile text from the store is text: no script ran, no element was made from it
+    assert "<script>document.title='pwned'</script>" in hurts
+    assert browser.js("document.title") != "pwned"
+    assert browser.js("document.querySelectorAll('.sc-cause b').length") == 1  # only the page's own "Cause"
+    auto = browser.js(f"document.querySelector('{card('shell-tips', MODEL)}').innerText")
+    assert "automatic" in auto and "1 from the judge" in auto
+    spend = browser.js("document.querySelector('.sc-spend').innerText")
+    assert "Automatic trials today" in spend and "$0.0250" in spend and "judge tokens 320" in spend
+    height = browser.js("document.querySelector('.sc-page').scrollHeight")
+    browser.resize(1400, min(int(height) + 150, 6000))
+    browser.screenshot("dashboard-1400.png")
+    browser.resize(420, 900)
+    time.sleep(0.3)
+    width, inner = browser.overflow()
+    assert width <= inner, f"the tab is {width} px wide at {inner} px"
+    height = browser.js("document.querySelector('.sc-page').scrollHeight")
+    browser.resize(420, min(int(height) + 150, 9000))
+    browser.screenshot("dashboard-420.png")
+
+
+def test_release_then_quarantine_change_the_profiles_quarantine_file(served: tuple[Profile, str],
+                                                                   browser: Browser) -> None:
+    profile, url = served
+    assert [(e.skill, e.model, e.set_by) for e in read_entries(profile.quarantine)] == [(HURTS_SKILL, MODEL, "trial")]
+    open_tab(browser, url)
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="release"]')
+    wait_message(browser, "Released house-format for gpt-4.1-mini")
+    assert read_entries(profile.quarantine) == []
+    browser.wait(f"document.querySelector('{card(HURTS_SKILL, MODEL)} [data-action=quarantine]')",
+                 what="the Quarantine button")
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="quarantine"]')
+    wait_message(browser, "Quarantined house-format for gpt-4.1-mini (set by hand)")
+    entries = read_entries(profile.quarantine)
+    assert [(e.skill, e.model, e.set_by) for e in entries] == [(HURTS_SKILL, MODEL, "hand")]
+    browser.wait(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-byhand')", what="the hand mark")
+    assert "set by hand" in browser.js(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-quarantine').innerText")
+
+
+def test_apply_fix_asks_names_the_file_and_refuses_a_superseded_appeal(served: tuple[Profile, str],
+                                                                       browser: Browser) -> None:
+    profile, url = served
+    skill_md = profile.skill_md(HURTS_SKILL)
+    before = skill_md.read_bytes()
+    open_tab(browser, url)
+    shown = browser.js(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-appeal').dataset.appeal")
+    # a newer appeal arrives while the page still shows the first one
+    store = Store(profile.store)
+    try:
+        newer = record_appeal(store, profile, verdict_id=1, trial="20260102T030405-hand0001",
+                              new_line="Round totals only when the user asks for rounding.")
+    finally:
+        store.close()
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="apply"]')
+    dialog = browser.wait("document.getElementById('sc-dialog') && document.getElementById('sc-dialog').innerText",
+                          what="the confirmation dialog")
+    assert f"appeal {shown}" in dialog and str(skill_md) in dialog
+    assert skill_md.read_bytes() == before  # asking writes nothing
+    browser.click('#sc-dialog [data-action="confirm"]')
+    wait_message(browser, f"appeal {shown} is superseded by appeal {newer}")
+    assert skill_md.read_bytes() == before
+    # the reloaded page shows the newer appeal; applying it writes its draft
+    browser.wait(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-appeal').dataset.appeal === '{newer}'",
+                 what="the newer appeal")
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="apply"]')
+    dialog = browser.wait("document.getElementById('sc-dialog') && document.getElementById('sc-dialog').innerText",
+                          what="the confirmation dialog")
+    assert f"appeal {newer}" in dialog and str(skill_md) in dialog
+    browser.click('#sc-dialog [data-action="confirm"]')
+    wait_message(browser, f"Applied appeal {newer}: {skill_md} now holds the draft")
+    assert "Round totals only when the user asks for rounding." in skill_md.read_text(encoding="utf-8")
+    store = Store(profile.store, readonly=True)
+    try:
+        assert store.appeal(newer)["status"] == "applied"  # type: ignore[index]
+        assert store.appeal(int(shown))["status"] == "new"  # type: ignore[index]
+    finally:
+        store.close()
+    browser.wait(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-appeal h4').innerText.startsWith('Fix applied')",
+                 what="the applied mark")
+    assert json.loads((profile.home / "plugins" / "skill-court" / "dashboard" / "manifest.json").read_text())["name"] \
+        == "skill-court"
