@@ -1,7 +1,8 @@
 """The run cache's rule: what makes two runs the same run, and when a stored run still holds.
 
-A run is reused when its key matches (:func:`run_key`) and every skill it read
-still has the bytes it read (:func:`still_valid`).  Judgments and causes are
+A run is reused when its key matches (:func:`run_key`) and every skill whose
+files its agent could reach still has the bytes it had, no more and no fewer
+skills (:func:`still_valid`).  Judgments and causes are
 keyed the same way, from the runs they are about (:func:`judgment_key`,
 :func:`cause_key`).  The README's "Store, cache and budget" section describes
 the rule for users.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .agent.client import ModelSpec
@@ -18,7 +20,6 @@ from .agent.context import RunContext
 from .agent.prompt import template_hash
 from .agent.runner import get_runner
 from .records import RunRecord
-from .skills import Library
 
 
 def run_key(ctx: RunContext) -> str:
@@ -30,12 +31,12 @@ def run_key(ctx: RunContext) -> str:
 
     The visible library enters by what every run sees of it: each visible
     skill's name, category and description (the skills index and
-    ``skills_list``).  Skill *bodies* are not in the key: a run records the
-    skills it read (``RunRecord.loaded_skills``, see ``transcript.skills_read``) and
-    is reused only while their hashes hold.  So editing a skill's body replays
-    just the runs that read it (typically its own ``with`` arm); editing its
-    description replays every run that can see it; runs it is hidden from
-    (its own ``without`` arm) are never replayed.
+    ``skills_list``).  Skill *bodies* and files are not in the key: a run
+    records every skill whose files its agent could reach
+    (``RunRecord.skills_in_reach``, from ``Runner.skills_in_reach``) and is
+    reused only while exactly those hold (:func:`still_valid`).  Which skills
+    the transcript shows it reading does not matter: a shell command can read
+    a file without naming it (``grep -rh PATTERN /root``).
     """
     visible = {s.name: [s.category, s.description] for s in ctx.library.visible(ctx.hidden)}
     s = ctx.settings
@@ -79,10 +80,25 @@ def cause_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec, ski
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def still_valid(record: RunRecord, library: Library) -> bool:
-    """A cached run holds while every skill it read still has the same bytes."""
-    for name, digest in record.loaded_skills.items():
-        skill = library.get(name)
-        if skill is None or skill.hash != digest:
-            return False
-    return True
+def in_reach(ctx: RunContext) -> dict[str, str]:
+    """Every skill whose files the run of ``ctx`` could reach, with its hash now.
+
+    The runner says which skills those are (``Runner.skills_in_reach``): the
+    visible ones for ``builtin`` (a hidden skill's files are not in its
+    sandbox), the whole library for ``claude-code`` and ``hermes`` (a hidden
+    skill stays installed, switched off).
+    """
+    names = get_runner(ctx.settings.agent.value).skills_in_reach(ctx)
+    return {s.name: s.hash for s in ctx.library.skills if s.name in names}
+
+
+def still_valid(record: RunRecord, reach: Mapping[str, str]) -> bool:
+    """A cached run holds while the skills within its reach are exactly ``reach``
+    (name and hash), as :func:`in_reach` gives them for the run about to be made.
+
+    Safe by construction: any change to the files of a skill the run could have
+    read (or a skill newly placed where it could read it) replays it, whether
+    or not its transcript shows a read.  A run recorded before this rule
+    (``skills_in_reach`` None) is never reused.
+    """
+    return record.skills_in_reach is not None and dict(record.skills_in_reach) == dict(reach)

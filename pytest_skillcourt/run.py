@@ -14,6 +14,7 @@ import time
 
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
+from .cache import in_reach
 from .clock import utc_now
 from .pricing import price  # also what ``run.price`` names
 from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
@@ -104,6 +105,7 @@ def place_answer(sandbox: Sandbox, answer: str) -> None:
 
 
 def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -> None:
+    reach = in_reach(ctx)  # before the agent: what it could reach is what was placed
     if ctx.suite.setup:
         setup = sandbox.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
         if not setup.ok:
@@ -123,6 +125,7 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -
     rec.api_calls, rec.skill_loaded, rec.error = result.api_calls, result.skill_loaded, result.error
     hashes = {s.name: s.hash for s in ctx.library.visible(ctx.hidden)}
     rec.loaded_skills = {name: hashes[name] for name in sorted(skills_read(result.transcript, hashes))}
+    rec.skills_in_reach = reach
     rec.cost_usd, rec.priced = price(ctx.settings, ctx.model, result.input_tokens,
                                      result.output_tokens, result.cost_usd)
     status = {"answered": ANSWERED, "incomplete": INCOMPLETE, "timeout": TIMEOUT,

@@ -22,7 +22,7 @@ from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
 from .agent.sandboxed import stop_gateway
-from .cache import run_key, still_valid
+from .cache import in_reach, run_key, still_valid
 from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
@@ -305,8 +305,8 @@ class SkillCourt:
                          image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
         key = run_key(ctx)
         record: RunRecord | None = None if s.fresh else store.cached_run(key)
-        if record is not None and not still_valid(record, self.library()):
-            record = None  # a skill it read has changed since
+        if record is not None and not still_valid(record, in_reach(ctx)):
+            record = None  # a skill within its reach has changed since
         cached = record is not None
         if record is None:
             run_id = f"{self.trial}-{key[:16]}"

@@ -34,9 +34,10 @@ Whether a run loaded a skill (:func:`skill_loaded`) and where
 (:func:`load_index`) count a view of it in any of those forms; a
 successful view also counts by the name its result reports (``skill_view``'s
 ``name``, which both Hermes runners set to the frontmatter name; the name
-after ``Launching skill:``).  :func:`skills_read` is the run cache's
-conservative "which skills may this run have read" (README, "Store, cache and
-budget").
+after ``Launching skill:``).  :func:`skills_read` is "which skills was this
+run seen reading" (``RunRecord.loaded_skills``, for reading a record); the
+run cache does not rely on it, since a command can read a file without
+naming it (``cache.still_valid`` uses the skills within the run's reach).
 """
 
 from __future__ import annotations
@@ -360,9 +361,9 @@ def load_index(transcript: Sequence[Mapping[str, Any]], skill: str,
 
 
 def skills_read(transcript: Sequence[Mapping[str, Any]], visible: Iterable[str]) -> set[str]:
-    """Names of the ``visible`` skills the run may have read.
+    """Names of the ``visible`` skills the run was seen reading.
 
-    A skill's body can change a run only if the run read it: through
+    Seen reading: through
     ``skill_view`` or Claude Code's ``Skill`` (a successful one, by its
     argument or by the name its result reports), or by a tool call that touched the skill files in the
     sandbox (``cat /root/.skills/x/SKILL.md``, ``grep -r ... skills``).  Read

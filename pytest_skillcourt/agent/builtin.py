@@ -118,6 +118,11 @@ class BuiltinRunner:
         """Nothing: the loop runs on the host."""
         return SandboxNeeds()
 
+    def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
+        """The visible skills: only their files are placed in the sandbox, and
+        ``skill_view`` refuses the hidden ones."""
+        return frozenset(s.name for s in ctx.library.visible(ctx.hidden))
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """Place the visible skills, then drive one session of :func:`run_builtin_agent`."""
         visible = ctx.library.visible(ctx.hidden)

@@ -229,6 +229,11 @@ class ClaudeCodeRunner:
         binary, _ = find_claude()
         return SandboxNeeds(gateway=True, agent_files={SANDBOX_BINARY: str(binary)} if binary else {})
 
+    def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
+        """Every skill of the library: a hidden one is switched off but its files
+        stay under ``~/.claude/skills/``, where any tool can read them."""
+        return frozenset(s.name for s in ctx.library.skills)
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``claude -p`` in ``sandbox`` (see the module docstring).
 

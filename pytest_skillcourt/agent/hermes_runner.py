@@ -659,6 +659,13 @@ class HermesRunner:
         """Nothing: Hermes runs on the host and only its tools run in the sandbox."""
         return SandboxNeeds()
 
+    def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
+        """Every skill of the library: the sandbox holds only the visible ones, but
+        the clone's ``skills/`` on the host holds every skill and Hermes' own
+        skill tools read it; only Hermes' ``skills.disabled`` check stands
+        between a hidden skill and the run, which the court cannot prove."""
+        return frozenset(s.name for s in ctx.library.skills)
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``hermes -z`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
         return run_hermes_agent(ctx, sandbox)

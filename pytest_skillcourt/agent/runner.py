@@ -86,6 +86,14 @@ class Runner(Protocol):
         """What the run's sandbox must be given for this agent (asked before it is made)."""
         ...
 
+    def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
+        """Names of the library's skills whose files this run's agent could read by
+        any tool: the skills it places in the sandbox or whose files its own
+        process reads, hidden or not.  The run cache replays a run when any of
+        them changes (``cache.still_valid``), so leave a skill out only when its
+        files are provably out of the agent's reach."""
+        ...
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """Run the agent on ``ctx.task`` with every tool call in ``sandbox``.
 
