@@ -207,6 +207,11 @@ class RunLimits:
     spent_usd: Callable[[], float] | None = None
     #: send the run's model name instead of the one the agent wrote
     rewrite_model: bool = False
+    #: ``time.monotonic()`` from which every chat completion of the run gets
+    #: :attr:`wrap_up` as a last user message and ``tool_choice: "none"``
+    #: (for an agent that has no wrap-up of its own near its timeout)
+    wrap_up_at: float | None = None
+    wrap_up: str = ""
 
 
 @dataclass(frozen=True)
@@ -538,30 +543,36 @@ class Gateway:
 
     def open_run(self, run_id: str, model: ModelSpec, limits: RunLimits | None = None, *,
                  socket_path: str | os.PathLike[str] | None = None,
-                 socket_mode: int = 0o600, agent_base_url: str | None = None) -> RunGrant:
+                 socket_mode: int = 0o600, agent_base_url: str | None = None,
+                 tcp: bool = False) -> RunGrant:
         """Admit a run: a fresh token that only this run's requests may carry.
 
         With ``socket_path`` the run also gets a unix socket of its own (which
         refuses every other run's token) and its agent is pointed at the
         in-sandbox forwarder (``http://127.0.0.1:FORWARDER_PORT``) unless
-        ``agent_base_url`` says otherwise.
+        ``agent_base_url`` says otherwise.  With ``tcp`` it gets a TCP listener
+        of its own on ``127.0.0.1`` (a free port, this run's token only) and its
+        agent is pointed there: for an agent that runs on the host.
 
         Raises:
             RuntimeError: the gateway is not started.
-            ValueError: ``run_id`` is already open, or no URL can be given to the agent.
+            ValueError: ``run_id`` is already open, both ``socket_path`` and
+                ``tcp`` are given, or no URL can be given to the agent.
         """
         if not self._started or self._client is None:
             raise RuntimeError("Gateway.open_run(): call start() first")
         limits = limits or RunLimits()
         if limits.max_calls < 0:
             raise ValueError(f"RunLimits.max_calls: expected >= 0, got {limits.max_calls}")
+        if tcp and socket_path is not None:
+            raise ValueError("Gateway.open_run(): give socket_path or tcp, not both")
         token = "sk-court-" + secrets.token_urlsafe(32)
         run = _Run(run_id=run_id, model=model, limits=limits, token=token)
-        base = agent_base_url or (None if socket_path is not None else self._agent_base_url)
+        base = agent_base_url or (None if socket_path is not None or tcp else self._agent_base_url)
         with self._lock:
             if run_id in self._runs:
                 raise ValueError(f"Gateway.open_run(): run {run_id!r} is already open")
-            if socket_path is None and not (base or self.urls):
+            if socket_path is None and not tcp and not (base or self.urls):
                 raise ValueError("Gateway.open_run(): no TCP listener and no socket_path: "
                                  "the agent would have no URL; pass socket_path or agent_base_url")
             self._runs[run_id] = run
@@ -576,6 +587,15 @@ class Gateway:
             run.socket_path = path
             self._serve(run.server)
             base = base or f"http://127.0.0.1:{FORWARDER_PORT}"
+        elif tcp:
+            try:
+                run.server = _TcpServer(("127.0.0.1", 0), self, run)
+            except BaseException:
+                self._forget(run)
+                raise
+            self._serve(run.server)
+            host, port = run.server.server_address[:2]
+            base = base or f"http://{host}:{port}"
         return RunGrant(run_id=run_id, token=token, base_url=base or self.urls[0], socket_path=run.socket_path)
 
     def _forget(self, run: _Run) -> None:
@@ -876,8 +896,17 @@ class Gateway:
             exchange.duration_s = round(time.monotonic() - started, 4)
 
     def _adjust(self, run: _Run, api: str, parsed: dict[str, Any], body: bytes, exchange: CallRecord) -> bytes:
-        """The body to send upstream: as sent, unless the model is rewritten or stream usage added."""
+        """The body to send upstream: as sent, unless the model is rewritten, stream usage
+        added, or (chat completions past :attr:`RunLimits.wrap_up_at`) the wrap-up asked for."""
         changed = False
+        wrap_at = run.limits.wrap_up_at
+        if api == CHAT and wrap_at is not None and time.monotonic() >= wrap_at and isinstance(
+                parsed.get("messages"), list):
+            parsed = {**parsed, "messages": [*parsed["messages"], {"role": "user", "content": run.limits.wrap_up}]}
+            if parsed.get("tools"):
+                parsed["tool_choice"] = "none"
+            exchange.notes.append("wrap-up request added (the run is near its timeout)")
+            changed = True
         if run.limits.rewrite_model and parsed.get("model") != run.model.name:
             parsed = {**parsed, "model": run.model.name}
             exchange.notes.append(f"model rewritten to {run.model.name!r}")
