@@ -59,6 +59,8 @@ def run_key(ctx: RunContext) -> str:
         "rep": ctx.rep,
         "limits": [ctx.timeout, s.max_iterations, s.memory_mb, s.pids, s.cpus],
     }
+    if s.agent_preset is not None:  # the command runner's agent: its preset and executable
+        parts["preset"] = s.agent_preset.identity(s.rootdir)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 

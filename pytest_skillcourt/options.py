@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from . import sandbox
-from .agent.registry import DEFAULT_RUNNER, RUNNERS
+from .agent.preset import Preset, PresetError, load_preset, shipped_presets
+from .agent.registry import COMMAND_RUNNER, DEFAULT_RUNNER, RUNNERS
 
 DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_TIMEOUT = 900.0
@@ -73,8 +74,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     opt("agent", f"agent runner: {', '.join(RUNNERS)}", metavar="RUNNER",
         choices=[c.value for c in AgentChoice],
         help="agent runner: builtin (tool loop over chat completions, default), hermes "
-             "(the real Hermes Agent) or claude-code (the real Claude Code, inside each sandbox; "
-             "binary from $SKILL_COURT_CLAUDE or `claude` on PATH)")
+             "(the real Hermes Agent), claude-code (the real Claude Code, inside each sandbox; "
+             "binary from $SKILL_COURT_CLAUDE or `claude` on PATH), or command (any agent CLI, "
+             "inside each sandbox, as --skill-court-agent-preset says)")
+    opt("agent-preset", "agent preset of the command runner: a shipped name or a YAML file",
+        metavar="PRESET",
+        help="how the command runner runs an agent CLI: a preset file (YAML: binary, skills, "
+             "env, run, answer; see README) or a shipped preset's name "
+             f"({', '.join(shipped_presets()) or 'none'}); implies --skill-court-agent command")
     opt("hermes-profile", "Hermes profile folder cloned for each run", metavar="DIR",
         help="Hermes profile (a HERMES_HOME) cloned for each run of the hermes runner "
              "(default ~/.hermes)")
@@ -180,6 +187,8 @@ class Settings:
     html_path: Path | None = None
     #: --skill-court-reps: repetitions for every suite (None: each suite's own, else 1)
     reps: int | None = None
+    #: --skill-court-agent-preset: how the ``command`` runner runs its agent
+    agent_preset: Preset | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -310,6 +319,28 @@ def check_output_path(path: Path, what: str) -> None:
             return
 
 
+def _agent_and_preset(config: pytest.Config, root: Path) -> tuple[AgentChoice, Preset | None]:
+    """The runner, and the ``command`` runner's preset (a preset alone means that runner)."""
+    named = _value(config, "agent")
+    spec = _value(config, "agent_preset")
+    if spec is None:
+        if named == COMMAND_RUNNER:
+            raise pytest.UsageError(
+                "--skill-court-agent command: no preset says how to run the agent. Fix: add "
+                "--skill-court-agent-preset FILE (a YAML preset, see README \"Any agent CLI: the command "
+                f"runner\") or a shipped preset's name ({', '.join(shipped_presets()) or 'none'})")
+        return AgentChoice(named or DEFAULT_RUNNER), None
+    if named not in (None, COMMAND_RUNNER):
+        raise pytest.UsageError(
+            f"--skill-court-agent-preset {spec}: a preset is for the command runner, but the agent is "
+            f"{named!r}. Fix: drop --skill-court-agent {named}, or the preset")
+    try:
+        preset = load_preset(str(spec), root)
+    except PresetError as err:
+        raise pytest.UsageError(f"--skill-court-agent-preset: {err}") from None
+    return AgentChoice(COMMAND_RUNNER), preset
+
+
 def load_settings(config: pytest.Config) -> Settings:
     """Validate and gather every option.
 
@@ -335,6 +366,7 @@ def load_settings(config: pytest.Config) -> Settings:
     allow_unpriced = config.getoption("skill_court_allow_unpriced")
     if allow_unpriced is None:
         allow_unpriced = bool(config.getini("skill_court_allow_unpriced"))
+    agent, preset = _agent_and_preset(config, root)
     keep = config.getoption("skill_court_keep_sandboxes")
     hermes_profile = _value(config, "hermes_profile")
     json_path = config.getoption("skill_court_json")
@@ -345,7 +377,8 @@ def load_settings(config: pytest.Config) -> Settings:
         suite_dirs=tuple(config.getini("skill_court_suite_dirs")),
         models=models,
         base_url=_value(config, "base_url"),
-        agent=AgentChoice(_value(config, "agent") or DEFAULT_RUNNER),
+        agent=agent,
+        agent_preset=preset,
         hermes_profile=Path(os.path.expanduser(hermes_profile)) if hermes_profile else None,
         sandbox=_sandbox_choice(_value(config, "sandbox")),
         image=_value(config, "image") or DEFAULT_IMAGE,

@@ -63,7 +63,7 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     start = time.monotonic()
     s = ctx.settings
     labels = {f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id, **runner.labels(run_id)}
-    needs = runner.sandbox_needs()
+    needs = runner.sandbox_needs(ctx)
     spec = SandboxSpec(
         image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
         labels=labels,

@@ -159,6 +159,9 @@ class SkillCourt:
                 raise pytest.UsageError(f"skill court: {err}") from None
             agent = self.settings.agent.value
             reason = get_runner(agent).check(backend)
+            preset = self.settings.agent_preset
+            if not reason and preset is not None:  # the command runner's agent must be there
+                reason = preset.locate(self.settings.rootdir)[1]
             if reason:
                 raise pytest.UsageError(f"--skill-court-agent {agent}: {reason}")
             if not self.settings.skills_dir.is_dir():

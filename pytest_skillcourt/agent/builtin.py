@@ -114,7 +114,7 @@ class BuiltinRunner:
         """Runs on every sandbox backend."""
         return ""
 
-    def sandbox_needs(self) -> SandboxNeeds:
+    def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
         """Nothing: the loop runs on the host."""
         return SandboxNeeds()
 

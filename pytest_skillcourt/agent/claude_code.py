@@ -224,7 +224,7 @@ class ClaudeCodeRunner:
         return (f"the claude-code runner runs on the docker and local sandboxes, not {backend!r}. "
                 "Fix: --skill-court-sandbox docker (or local).")
 
-    def sandbox_needs(self) -> SandboxNeeds:
+    def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
         """The gateway folder, and the binary at ``/opt/skill-court/bin/claude``."""
         binary, _ = find_claude()
         return SandboxNeeds(gateway=True, agent_files={SANDBOX_BINARY: str(binary)} if binary else {})

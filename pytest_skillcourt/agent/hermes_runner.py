@@ -655,7 +655,7 @@ class HermesRunner:
         """Why Hermes cannot run on ``backend`` here (:func:`hermes_reason`), or ""."""
         return hermes_reason(backend)
 
-    def sandbox_needs(self) -> SandboxNeeds:
+    def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
         """Nothing: Hermes runs on the host and only its tools run in the sandbox."""
         return SandboxNeeds()
 

@@ -19,7 +19,11 @@ RUNNERS: dict[str, str] = {
     "builtin": "pytest_skillcourt.agent.builtin:RUNNER",
     "hermes": "pytest_skillcourt.agent.hermes_runner:RUNNER",
     "claude-code": "pytest_skillcourt.agent.claude_code:RUNNER",
+    "command": "pytest_skillcourt.agent.command:RUNNER",
 }
+
+#: The runner an agent preset (``agent/preset.py``) is for.
+COMMAND_RUNNER = "command"
 
 #: The runner used when neither the command line nor the ini names one.
 DEFAULT_RUNNER = next(iter(RUNNERS))

@@ -82,8 +82,8 @@ class Runner(Protocol):
         not and how to fix it (checked once, at session start)."""
         ...
 
-    def sandbox_needs(self) -> SandboxNeeds:
-        """What the run's sandbox must be given for this agent (asked before it is made)."""
+    def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
+        """What the sandbox of run ``ctx`` must be given for this agent (asked before it is made)."""
         ...
 
     def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:

@@ -35,10 +35,13 @@ import os
 import posixpath
 import secrets
 import shlex
+import shutil
 import struct
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
 
 from ..gateway import SANDBOX_SOCKET, Gateway, RunGrant, RunLimits, RunRecording, forwarder_argv
@@ -56,9 +59,12 @@ __all__ = [
     "AgentRun",
     "agent_result",
     "binary_path",
+    "binary_version",
     "classify",
+    "check_inside",
     "elf_interpreter",
     "gateway_for",
+    "native_executable",
     "run_agent",
     "stop_gateway",
 ]
@@ -77,6 +83,8 @@ EXEC_SLACK_S = FORWARDER_START_S + 15
 RUN_DIR = "/tmp/skill-court"
 #: What the agent's stdout and stderr are cut at.
 OUTPUT_LIMIT = 1024 * 1024
+#: The PATH of the local sandbox (which shows this host's system folders).
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 if posixpath.dirname(SANDBOX_SOCKET) != GATEWAY_MOUNT:  # pragma: no cover - two modules must agree
     raise ImportError(f"gateway.SANDBOX_SOCKET {SANDBOX_SOCKET} is not in sandbox GATEWAY_MOUNT {GATEWAY_MOUNT}")
@@ -147,6 +155,40 @@ def elf_interpreter(path: str) -> str | None:
     return None
 
 
+def native_executable(path: Path) -> Path | None:
+    """``path`` resolved, when it is an executable ELF file (not a Node or shell wrapper)."""
+    try:
+        real = path.resolve()
+        with open(real, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return None
+    return real if magic == b"\x7fELF" and os.access(real, os.X_OK) else None
+
+
+_versions_lock = threading.Lock()
+_versions: dict[tuple[str, int, int, int], str] = {}
+
+
+def binary_version(binary: Path, word: int = 0) -> str:
+    """The ``word``-th word of what ``BINARY --version`` prints (run with an empty
+    environment, once per file), or ``size<bytes>-mtime<ns>`` when it cannot run
+    here: either way a new binary gives a new value (the runner's ``version``)."""
+    stat = binary.stat()
+    key = (str(binary), word, stat.st_size, stat.st_mtime_ns)
+    with _versions_lock:
+        if key not in _versions:
+            try:
+                done = subprocess.run([str(binary), "--version"], check=False, capture_output=True, text=True, timeout=60,
+                                      stdin=subprocess.DEVNULL, env={"PATH": SANDBOX_PATH, "HOME": "/nonexistent"})
+                words = done.stdout.split() if done.returncode == 0 else []
+                text = words[word] if -len(words) <= word < len(words) else ""
+            except (OSError, subprocess.TimeoutExpired):
+                text = ""
+            _versions[key] = text or f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
+        return _versions[key]
+
+
 @dataclass
 class AgentRun:
     """What one agent process inside the sandbox did, and what the gateway saw of it."""
@@ -206,14 +248,17 @@ def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: 
     ])
 
 
-def run_agent(ctx: RunContext, sandbox: Sandbox, *, command: list[str],
-              env: Callable[[RunGrant], Mapping[str, str]], files: Mapping[str, bytes],
+def run_agent(ctx: RunContext, sandbox: Sandbox, *,
+              command: list[str] | Callable[[RunGrant], list[str]],
+              env: Callable[[RunGrant], Mapping[str, str]],
+              files: Mapping[str, bytes] | Callable[[RunGrant], Mapping[str, bytes]],
               stdin: bytes = b"") -> AgentRun:
     """Run ``command`` (the agent, in the sandbox's view) once behind the gateway.
 
     ``files`` (absolute sandbox paths) are written first; ``env(grant)`` is
     the agent's environment (it gets the run's token and base URL from the
-    grant, never the provider's key); ``stdin`` is fed to the agent.  The
+    grant, never the provider's key); ``command`` and ``files`` may be
+    functions of the grant too; ``stdin`` is fed to the agent.  The
     agent may take ``ctx.timeout`` seconds; the run may make
     ``settings.max_iterations`` model calls and spend up to the session's
     budget (``ctx.spent_usd`` plus this run's calls).
@@ -223,7 +268,7 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *, command: list[str],
     """
     folder = sandbox.gateway_dir
     if not folder:
-        raise SandboxError(f"{sandbox!r} has no gateway folder: the runner's sandbox_needs() must ask for one")
+        raise SandboxError(f"{sandbox!r} has no gateway folder: the runner's sandbox_needs(ctx) must ask for one")
     settings = ctx.settings
     gateway = gateway_for(settings)
     run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
@@ -235,8 +280,9 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *, command: list[str],
     stdin_path = f"{RUN_DIR}/stdin"
     started = time.monotonic()
     try:
-        sandbox.write_files({**files, stdin_path: stdin})
-        result = sandbox.exec(_script(forwarder_argv(), command, ctx.timeout, stdin_path),
+        sandbox.write_files({**(files(grant) if callable(files) else files), stdin_path: stdin})
+        argv = command(grant) if callable(command) else command
+        result = sandbox.exec(_script(forwarder_argv(), argv, ctx.timeout, stdin_path),
                               timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),
                               output_limit=OUTPUT_LIMIT)
     finally:
@@ -283,3 +329,31 @@ def agent_result(ctx: RunContext, run: AgentRun, status: str, error: str | None,
         skill_loaded=skill_loaded(transcript, ctx.suite.skill, ctx.library),
         error=error,
     )
+
+
+def check_inside(runner: str, backend: str) -> str:
+    """Why an agent that runs inside the sandbox (``runner`` names it in the
+    message) cannot run on ``backend`` here, or "" (its binary is the runner's
+    own check).
+
+    Docker: the binary and the gateway socket are bind-mounted, so the engine
+    must be on this machine.  Local: the forwarder runs with the host's
+    ``python3``, which the sandbox sees through :data:`SANDBOX_PATH`.
+    """
+    if backend == "docker":
+        from ..sandbox.docker import engine_is_local
+
+        if not engine_is_local():
+            return (f"the {runner} runner mounts the agent's binary and the gateway's socket "
+                    "into each container, so the Docker engine must run on this machine; "
+                    f"DOCKER_HOST is {os.environ.get('DOCKER_HOST')!r}. Fix: unset DOCKER_HOST, or "
+                    "--skill-court-sandbox local.")
+        return ""
+    if backend == "local":
+        if shutil.which("python3", path=SANDBOX_PATH) is None:
+            return (f"the {runner} runner's gateway forwarder runs with python3 inside the "
+                    f"sandbox, and the local sandbox shows this host's {SANDBOX_PATH}: none "
+                    "has python3. Fix: install python3, or --skill-court-sandbox docker.")
+        return ""
+    return (f"the {runner} runner runs on the docker and local sandboxes, not {backend!r}. "
+            "Fix: --skill-court-sandbox docker (or local).")

@@ -33,6 +33,7 @@ def test_the_wheel_holds_the_license_types_and_data(dists: dict[str, Path]) -> N
     assert "pytest_skillcourt/py.typed" in names
     assert "pytest_skillcourt/templates/report.html.j2" in names
     assert "pytest_skillcourt/schemas/quarantine.schema.json" in names
+    assert "pytest_skillcourt/agent/presets/claude-code-plain.yaml" in names  # the command runner's
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(dists["wheel"]).read(meta).decode()

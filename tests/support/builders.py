@@ -26,9 +26,12 @@ import pytest
 import yaml
 
 from pytest_skillcourt.agent.client import ChatClient, ModelSpec, resolve_model
+from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.options import AgentChoice, FailOn, Settings
 from pytest_skillcourt.quarantine import QuarantineEntry
 from pytest_skillcourt.records import ANSWERED, RunRecord
+from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.suite import Suite, Task
 from tests.support.llm_server import RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import docker_available, ensure_test_image
 
@@ -262,6 +265,19 @@ def settings(root: Path, **changes: Any) -> Settings:
         disabled=(), apply=False, quarantine=root / "q.json", json_path=None, early_stop=True, shard=None,
         memory_mb=2048, pids=256, cpus=1.0)
     return dataclasses.replace(base, **changes)
+
+
+def run_context(root: Path, *, arm: str = "with", skill: str = "house-format", **changes: Any) -> RunContext:
+    """One run of a one-task suite of ``skill`` over the library in ``root/skills`` (made
+    with that one skill when missing); ``changes`` replace fields of :func:`settings`."""
+    if not (root / "skills" / skill / "SKILL.md").exists():
+        write_skill(root / "skills", skill, "How we format totals", body="Write totals as TOTAL.")
+    the_task = Task(id="t1", prompt="Question 1: give the total.", check="true")
+    suite = Suite(path=root / "skills_tests" / f"{skill}.yaml", skill=skill, tasks=(the_task,))
+    return RunContext(settings=settings(root, **changes), library=load_library(root / "skills"),
+                      suite=suite, suite_rel=f"skills_tests/{skill}.yaml", task=the_task, arm=arm,
+                      rep=1, model=model_spec("http://127.0.0.1:9/v1"), trial="trial-1",
+                      backend="local", image="img", image_id="sha256:aaa")
 
 
 def run_record(run_id: str, key: str = "k", *, trial: str = "t1", status: str = ANSWERED,

@@ -22,7 +22,7 @@ from pytest_skillcourt.gateway import CallRecord, RunRecording
 from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.sandbox.base import ExecResult
 from pytest_skillcourt.skills import load_library
-from tests.support.builders import write_skill
+from tests.support.builders import run_context, write_skill
 
 ELF = b"\x7fELF" + b"\0" * 60
 
@@ -37,21 +37,23 @@ def _executable(path: Path, data: bytes) -> Path:
 # -- the registry and the binary ------------------------------------------------------------------
 
 
-def test_registered_and_an_option_choice() -> None:
+def test_registered_and_an_option_choice(tmp_path: Path) -> None:
     assert RUNNERS["claude-code"] == "pytest_skillcourt.agent.claude_code:RUNNER"
     runner = get_runner("claude-code")
     assert isinstance(runner, Runner) and runner is claude_code.RUNNER
     assert AgentChoice("claude-code").value == "claude-code"
+    ctx = run_context(tmp_path)
     for name in RUNNERS:  # every runner says what its sandbox needs
-        assert isinstance(get_runner(name).sandbox_needs(), SandboxNeeds)
-    assert get_runner("builtin").sandbox_needs() == SandboxNeeds()
+        if name != "command":  # its needs come from a preset (tests/unit/test_command_runner.py)
+            assert isinstance(get_runner(name).sandbox_needs(ctx), SandboxNeeds)
+    assert get_runner("builtin").sandbox_needs(ctx) == SandboxNeeds()
 
 
 def test_the_binary_from_the_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     native = _executable(tmp_path / "claude", ELF)
     monkeypatch.setenv("SKILL_COURT_CLAUDE", str(native))
     assert claude_code.find_claude() == (native.resolve(), "")
-    needs = claude_code.RUNNER.sandbox_needs()
+    needs = claude_code.RUNNER.sandbox_needs(run_context(tmp_path))
     assert needs == SandboxNeeds(gateway=True, agent_files={"/opt/skill-court/bin/claude": str(native.resolve())})
 
 
@@ -80,7 +82,7 @@ def test_not_found_says_where_it_looked_and_how_to_install(tmp_path: Path, monke
     reason = claude_code.RUNNER.check("docker")
     assert "Claude Code was not found" in reason and "$SKILL_COURT_CLAUDE" in reason
     assert "`claude` on PATH" in reason and "npm install @anthropic-ai/claude-code" in reason
-    assert claude_code.RUNNER.sandbox_needs() == SandboxNeeds(gateway=True)
+    assert claude_code.RUNNER.sandbox_needs(run_context(tmp_path)) == SandboxNeeds(gateway=True)
     script = _executable(tmp_path / "claude.js", b"#!/usr/bin/env node\n")
     monkeypatch.setenv("SKILL_COURT_CLAUDE", str(script))
     assert "is not Claude Code's native executable" in claude_code.RUNNER.check("docker")
