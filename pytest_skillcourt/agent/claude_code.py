@@ -49,8 +49,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +58,16 @@ from ..sandbox.base import Sandbox, SandboxError
 from ..skills import Library
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
-from .sandboxed import agent_result, binary_path, classify, elf_interpreter, run_agent
+from .sandboxed import (
+    SANDBOX_PATH,
+    agent_result,
+    binary_path,
+    binary_version,
+    classify,
+    elf_interpreter,
+    native_executable,
+    run_agent,
+)
 
 __all__ = ["RUNNER", "ClaudeCodeRunner", "find_claude", "claude_files", "parse_output"]
 
@@ -75,8 +82,6 @@ SETTINGS_FILE = f"{CLAUDE_DIR}/settings.json"
 #: Claude Code's tools that act only in the sandbox: allowed without asking.
 ALLOWED_TOOLS = ("Bash", "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS",
                  "TodoWrite", "Skill", "Agent", "Task")
-#: The PATH of the local sandbox (which shows this host's system folders).
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: npm's name for the native binary's package on this machine.
 _PLATFORMS = {"x86_64": "linux-x64", "amd64": "linux-x64", "aarch64": "linux-arm64", "arm64": "linux-arm64"}
 
@@ -87,23 +92,12 @@ HOW_TO_INSTALL = (
     f"{ENV_BINARY}=/path/to/claude")
 
 
-def _native(path: Path) -> Path | None:
-    """``path`` resolved, when it is an executable ELF file (not a Node wrapper)."""
-    try:
-        real = path.resolve()
-        with open(real, "rb") as fh:
-            magic = fh.read(4)
-    except OSError:
-        return None
-    return real if magic == b"\x7fELF" and os.access(real, os.X_OK) else None
-
-
 def _beside_wrapper(wrapper: Path) -> Path | None:
     """The native binary npm put beside the ``@anthropic-ai/claude-code`` wrapper package."""
     suffix = _PLATFORMS.get(platform.machine().lower())
     for parent in wrapper.resolve().parents:
         if parent.name == "claude-code" and parent.parent.name == "@anthropic-ai" and suffix:
-            return _native(parent.parent / f"claude-code-{suffix}" / "claude")
+            return native_executable(parent.parent / f"claude-code-{suffix}" / "claude")
     return None
 
 
@@ -118,7 +112,7 @@ def find_claude() -> tuple[Path | None, str]:
     """(the native ``claude`` executable, "") or (None, why not)."""
     given = os.environ.get(ENV_BINARY, "").strip()
     if given:
-        found = _native(Path(given)) or _beside_wrapper(Path(given))
+        found = native_executable(Path(given)) or _beside_wrapper(Path(given))
         if found is None:
             return None, (f"{ENV_BINARY}={given} is not Claude Code's native executable (an ELF "
                           "file); point it at node_modules/@anthropic-ai/claude-code-<platform>/claude")
@@ -133,7 +127,7 @@ def find_claude() -> tuple[Path | None, str]:
         tries.append(Path.cwd() / "node_modules" / "@anthropic-ai" / f"claude-code-{suffix}" / "claude")
     for path in tries:
         if path.exists():
-            found = _native(path) or _beside_wrapper(path)
+            found = native_executable(path) or _beside_wrapper(path)
             if found is not None:
                 return found, ""
     return None, f"Claude Code was not found (looked at {', '.join(candidates())}). {HOW_TO_INSTALL}"
@@ -171,31 +165,11 @@ class ClaudeCodeRunner:
 
     name = "claude-code"
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._versions: dict[str, str] = {}
-
     @property
     def version(self) -> str:
         """The package's version and Claude Code's: a new Claude Code replays cached runs."""
         binary, _ = find_claude()
-        return f"{__version__}+claude-{self._claude_version(binary) if binary else 'missing'}"
-
-    def _claude_version(self, binary: Path) -> str:
-        key = str(binary)
-        with self._lock:
-            if key not in self._versions:
-                try:
-                    done = subprocess.run([key, "--version"], capture_output=True, text=True, timeout=60,
-                                          stdin=subprocess.DEVNULL, env={"PATH": SANDBOX_PATH, "HOME": "/nonexistent"})
-                    text = done.stdout.strip().split()[0] if done.returncode == 0 and done.stdout.strip() else ""
-                except (OSError, subprocess.TimeoutExpired):
-                    text = ""
-                if not text:  # cannot run here: the file itself tells versions apart
-                    stat = binary.stat()
-                    text = f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
-                self._versions[key] = text
-            return self._versions[key]
+        return f"{__version__}+claude-{binary_version(binary) if binary else 'missing'}"
 
     def labels(self, run_id: str) -> dict[str, str]:
         """None beyond the court's own."""
