@@ -28,6 +28,15 @@ name as listed: the skill's folder under ``~/.claude/skills``); a load that
 worked answers ``Launching skill: NAME`` (the body follows in a text block
 beside the result), one that did not answers why ("Unknown skill: NAME",
 "Skill NAME is disabled for model invocation in skillOverrides settings").
+Codex has no skill tool: its model reads a skill's ``SKILL.md`` with its
+shell tool (``exec_command`` ``{"cmd": "cat ~/.codex/skills/NAME/SKILL.md"}``;
+``shell``, ``shell_command`` and ``local_shell`` in other versions), and
+Codex itself puts a skill the prompt mentions (``$NAME``) into the
+conversation as a user message ``<skill><name>NAME</name>...``.  A shell call
+whose command prints a ``.../NAME/SKILL.md`` with a reading program (``cat``,
+``sed``, ``head``, ...; :data:`CODEX_READERS`) is a view of NAME, which
+succeeded when the command exited 0 ("Process exited with code 0"); an
+injected ``<skill>`` message is a successful one.
 Both tools are "views" here (:class:`SkillView`).
 
 Whether a run loaded a skill (:func:`skill_loaded`) and where
@@ -72,12 +81,26 @@ SKILL_VIEW = "skill_view"
 CLAUDE_SKILL = "Skill"
 #: How Claude Code's ``Skill`` tool result begins when the skill was loaded.
 CLAUDE_LAUNCHED = "Launching skill:"
+#: Codex's shell tools (a model of Codex reads SKILL.md through one of them).
+CODEX_SHELL_TOOLS = ("exec_command", "shell", "shell_command", "local_shell")
+#: Programs whose run on a file prints its text: a Codex shell command naming a
+#: SKILL.md with one of them reads it (``ls``, ``stat``, ``test -f`` do not).
+CODEX_READERS = frozenset({
+    "cat", "sed", "head", "tail", "less", "more", "nl", "awk", "gawk", "grep", "egrep", "fgrep", "rg",
+    "bat", "batcat", "tac", "cut", "python", "python3", "perl", "strings", "od", "xxd", "hexdump", "jq",
+    "sort", "uniq", "tr", "fold", "fmt", "view", "vi", "vim", "nano", "cp", "tee"})
+#: The tool name of the view made of a ``<skill>`` message Codex inserted.
+CODEX_SKILL_BLOCK = "<skill>"
 #: Hermes' prefix for message content it stored as JSON (``hermes_state``).
 CONTENT_JSON_PREFIX = "\x00json:"
 #: What may follow a skill's folder path in a ``skill_view`` name.
 _SKILL_FILE_SUFFIXES = ("/SKILL.md", "/SKILL")
 
 _SKILLS_PATH = re.compile(r"skills/+([A-Za-z0-9_.:-][^/\s'\"]*)?")
+_SHELL_SPLIT = re.compile(r"\|\||&&|[;|\n]")
+_SKILL_MD = re.compile(r"""([^\s'"<>=]*?)/?SKILL\.md(?![\w.])""")
+_EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:)\s*(-?\d+)")
+_CODEX_BLOCK = re.compile(r"^\s*<skill>\s*<name>([^<]+)</name>")
 
 
 # -- tool calls ----------------------------------------------------------------
@@ -318,10 +341,72 @@ def _claude_launch(text: str | None) -> tuple[bool | None, str]:
     return True, text[len(CLAUDE_LAUNCHED):].split("\n", 1)[0].strip()
 
 
-def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None = None) -> list[SkillView]:
-    """Every skill load of the transcript (``skill_view`` and Claude Code's ``Skill``), in order."""
+def _shell_command(call: ToolCall) -> tuple[str, str]:
+    """(command text, working directory) of a Codex shell call ("" when absent)."""
+    args = call.arguments
+    command = args.get("cmd", args.get("command", ""))
+    if isinstance(command, list):
+        command = " ".join(str(part) for part in command)
+    workdir = args.get("workdir") or args.get("working_directory") or ""
+    return (command if isinstance(command, str) else ""), (workdir if isinstance(workdir, str) else "")
+
+
+def _read_skill_folders(command: str, workdir: str) -> list[str]:
+    """The folders whose SKILL.md a shell command prints with a reading program, in order."""
+    folders: list[str] = []
+    for segment in _SHELL_SPLIT.split(command):
+        if "SKILL.md" not in segment:
+            continue
+        words = [w.strip("'\"()") for w in segment.split()]
+        if not any(w.rsplit("/", 1)[-1] in CODEX_READERS for w in words) and "<" not in segment:
+            continue
+        for match in _SKILL_MD.finditer(segment):
+            folder = match.group(1).rstrip("/") or workdir.rstrip("/")
+            if folder and folder not in folders:
+                folders.append(folder)
+    return folders
+
+
+def _exit_status(text: str | None) -> bool | None:
+    """Did a Codex shell result exit 0 (None: no result, or no exit code in it)?"""
+    if text is None:
+        return None
+    found = _EXIT_CODE.search(text)
+    if found is None:
+        result = view_result(text)  # the older shell tool: {"output", "metadata": {"exit_code"}}
+        meta = result.get("metadata") if result is not None else None
+        code = meta.get("exit_code") if isinstance(meta, Mapping) else None
+        return code == 0 if isinstance(code, int) else None
+    return int(found.group(1)) == 0
+
+
+def _codex_blocks(transcript: Sequence[Mapping[str, Any]], library: Library | None) -> list[SkillView]:
+    """The ``<skill>`` user messages Codex inserted, as successful views."""
     views = []
+    for i, message in enumerate(transcript):
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        text = message_text(message.get("content"))
+        found = _CODEX_BLOCK.match(text)
+        if found:
+            name = skill_name(found.group(1).strip(), library)
+            call = ToolCall(id="", name=CODEX_SKILL_BLOCK, arguments={"name": found.group(1).strip()},
+                            arguments_text="")
+            views.append(SkillView(index=i, call=call, skill=name, succeeded=True, reported=name))
+    return views
+
+
+def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None = None) -> list[SkillView]:
+    """Every skill load of the transcript, in order: ``skill_view``, Claude Code's
+    ``Skill``, a Codex shell command printing a SKILL.md, a ``<skill>`` message Codex inserted."""
+    views = _codex_blocks(transcript, library)
     for ex in exchanges(transcript):
+        if ex.call.name in CODEX_SHELL_TOOLS:
+            succeeded = _exit_status(ex.result)
+            for folder in _read_skill_folders(*_shell_command(ex.call)):
+                views.append(SkillView(index=ex.index, call=ex.call, skill=skill_name(folder, library),
+                                       succeeded=succeeded, reported=""))
+            continue
         if ex.call.name == CLAUDE_SKILL:
             succeeded, reported = _claude_launch(ex.result)
             views.append(SkillView(index=ex.index, call=ex.call, succeeded=succeeded,
@@ -335,12 +420,12 @@ def skill_views(transcript: Sequence[Mapping[str, Any]], library: Library | None
         reported = str(result.get("name") or "") if result is not None and succeeded else ""
         views.append(SkillView(index=ex.index, call=ex.call, succeeded=succeeded, reported=reported,
                                skill=skill_name(ex.call.arguments.get("name"), library)))
-    return views
+    return sorted(views, key=lambda v: v.index)
 
 
 def skill_loaded(transcript: Sequence[Mapping[str, Any]], skill: str,
                  library: Library | None = None) -> bool:
-    """True when a view of ``skill`` (``skill_view`` or ``Skill``, any name form) succeeded."""
+    """True when a view of ``skill`` (any of :func:`skill_views`, any name form) succeeded."""
     return any(v.succeeded and v.of(skill) for v in skill_views(transcript, library))
 
 
@@ -372,7 +457,7 @@ def skills_read(transcript: Sequence[Mapping[str, Any]], visible: Iterable[str])
     none (``ls``, ``grep -r``).  ``skills_list`` reads no body.
     """
     names = set(visible)
-    read: set[str] = set()
+    read: set[str] = {view.skill for view in _codex_blocks(transcript, None)}
     for ex in exchanges(transcript):
         tool, text = ex.call.name, ex.call.arguments_text
         if tool == "skills_list":

@@ -235,3 +235,48 @@ def test_a_view_by_folder_path_reads_the_skill_its_result_names() -> None:
     transcript = [call("skill_view", {"name": "ops/deploy-v2/SKILL.md"}),
                   result("c1", {"success": True, "name": "deploy"})]
     assert skills_read(transcript, VISIBLE) == {"deploy"}
+
+
+# -- Codex: SKILL.md read with its shell tool, and the <skill> messages it inserts ------------------
+
+EXITED_0 = "Chunk ID: e29dac\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\n---\nname: x\n"
+
+
+@pytest.mark.parametrize(("args", "output"), [
+    ({"cmd": "cat ~/.codex/skills/deploy-v2/SKILL.md"}, EXITED_0),  # the folder of the skill "deploy"
+    ({"cmd": "sed -n '1,80p' /root/.codex/skills/deploy/SKILL.md"}, EXITED_0),
+    ({"cmd": "cat SKILL.md", "workdir": "/root/.codex/skills/deploy"}, EXITED_0),
+    ({"cmd": "ls ~/.codex/skills && head -40 \"$HOME/.codex/skills/deploy/SKILL.md\""}, EXITED_0),
+    ({"command": ["bash", "-lc", "cat /root/.codex/skills/deploy/SKILL.md"]},  # the older `shell` tool
+     json.dumps({"output": "---\nname: deploy\n", "metadata": {"exit_code": 0, "duration_seconds": 0.1}})),
+], ids=["cat-folder", "sed", "workdir", "after-ls", "shell-json"])
+def test_codex_reading_skill_md_with_its_shell_is_a_load(library: Library, args: dict, output: str) -> None:
+    tool = "shell" if "command" in args else "exec_command"
+    transcript = [{"role": "user", "content": "go"}, call(tool, args), result("c1", output)]
+    assert skill_loaded(transcript, "deploy", library) and load_index(transcript, "deploy", library) == 1
+    assert not skill_loaded(transcript, "tip", library)
+
+
+@pytest.mark.parametrize(("cmd", "output"), [
+    ("cat ~/.codex/skills/deploy/SKILL.md", "Process exited with code 1\nOutput:\ncat: No such file"),
+    ("ls -l ~/.codex/skills/deploy/SKILL.md", EXITED_0),  # names the file, prints no text of it
+    ("test -f ~/.codex/skills/deploy/SKILL.md && echo yes", EXITED_0),
+    ("cat ~/.codex/skills/*/SKILL.md", EXITED_0),  # no one skill named
+], ids=["failed", "ls", "test", "glob"])
+def test_codex_shell_commands_that_are_no_load(cmd: str, output: str) -> None:
+    transcript = [call("exec_command", {"cmd": cmd}), result("c1", output)]
+    assert not skill_loaded(transcript, "deploy")
+
+
+def test_a_codex_read_without_a_result_counts_for_the_load_index_only() -> None:
+    transcript = [call("exec_command", {"cmd": "cat /root/.codex/skills/deploy/SKILL.md"})]
+    assert not skill_loaded(transcript, "deploy") and load_index(transcript, "deploy") == 0
+
+
+def test_a_skill_codex_inserted_for_a_mention_is_loaded_and_read(library: Library) -> None:
+    transcript = [{"role": "user", "content": "Use $deploy please"},
+                  {"role": "user", "content": "<skill>\n<name>deploy</name>\n<path>/root/.codex/skills/deploy/"
+                                              "SKILL.md</path>\n---\nname: deploy\n---\n\nBody\n\n</skill>"}]
+    assert skill_loaded(transcript, "deploy", library) and load_index(transcript, "deploy", library) == 1
+    assert skills_read(transcript, VISIBLE) == {"deploy"}
+    assert not skill_loaded([{"role": "user", "content": "a <skill> tag in prose: <name>deploy</name>"}], "deploy")
