@@ -19,6 +19,7 @@ RUNNERS: dict[str, str] = {
     "builtin": "pytest_skillcourt.agent.builtin:RUNNER",
     "hermes": "pytest_skillcourt.agent.hermes_runner:RUNNER",
     "claude-code": "pytest_skillcourt.agent.claude_code:RUNNER",
+    "codex": "pytest_skillcourt.agent.codex:RUNNER",
     "command": "pytest_skillcourt.agent.command:RUNNER",
 }
 

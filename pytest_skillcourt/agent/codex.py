@@ -1,0 +1,338 @@
+"""The ``codex`` runner: the real OpenAI Codex CLI inside the run's sandbox.
+
+Each run is one ``codex exec --json`` in the sandbox, with the prompt on
+stdin, its model calls through the session's gateway (``agent/sandboxed.py``;
+docs/architecture.md, "Agents inside the sandbox"; README, "Codex"):
+
+- The binary: Codex's native executable (one static musl file of about 315 MB
+  in 0.171.0, so any image runs it), found on the host (:func:`find_codex`:
+  ``$SKILL_COURT_CODEX``, then ``codex`` on PATH, then
+  ``./node_modules/@openai/codex-<platform>/vendor/<triple>/bin/codex``; an
+  npm wrapper ``codex.js`` leads to the binary beside it), mounted read-only
+  at ``/opt/skill-court/bin/codex``.  When it comes from npm's package layout
+  (``codex-package.json`` beside ``bin/``), that manifest and the bundled
+  ``rg`` are mounted too, at the same places under ``/opt/skill-court``, so
+  Codex puts ``rg`` on its commands' PATH as an npm installation does
+  (:func:`codex_mounts`).  The image needs ``sh``, ``timeout`` and
+  ``python3`` (the forwarder); Codex's shell tool runs ``bash`` when the
+  image has it.
+- The library: every skill at ``~/.codex/skills/<name>/`` (``HOME=/root`` in
+  the sandbox), where Codex looks for a user's skills.  A skill the run must
+  not see (the skill under test in the ``without`` arm, ini
+  ``skill_court_disabled``) stays installed and is switched off the way Codex
+  switches one off: a ``[[skills.config]]`` entry ``path = ".../SKILL.md"``,
+  ``enabled = false`` in ``~/.codex/config.toml``, which takes it out of the
+  skill listing Codex sends and keeps Codex from inserting it for a
+  ``$NAME`` mention (checked from what the real CLI sends, in the tests).
+  Codex has no skill tool: its model reads a SKILL.md with its shell tool,
+  which a switched-off skill's file still answers, as in a real installation.
+- The model: ``~/.codex/config.toml`` names a custom provider whose
+  ``base_url`` is the gateway (the in-sandbox forwarder) and whose key is
+  ``$OPENAI_API_KEY``, the run's token (never the provider's key), with
+  ``wire_api = "responses"`` (the only API Codex speaks).  Off, so that the
+  model calls are its only requests: ``[analytics]`` (else OTLP metrics to
+  ab.chatgpt.com), the ``plugins`` feature (else it clones
+  github.com/openai/plugins.git at start) and ``web_search`` (a tool the
+  provider would run on the web, outside the sandbox).
+- Permissions: ``sandbox_mode = "danger-full-access"`` and
+  ``approval_policy = "never"``: Codex runs its tools without asking and
+  without its own landlock/seccomp sandbox, which cannot start inside a
+  container; the run's sandbox is the isolation.
+- The limits: the timeout with ``timeout -k`` inside the sandbox; the
+  model-call limit (``max_iterations``, 60) and the budget by the gateway,
+  whose refusal (a 400) makes Codex end its turn at once; such a run did not
+  complete (``incomplete``), whatever it printed.
+
+The result: the answer is the last ``agent_message`` of the JSONL events
+(:func:`parse_events`; run.py writes it to ``$SKILL_COURT_ANSWER``); the
+transcript, tokens, cost and calls are the gateway's recording, never
+Codex's own report; ``skill_loaded`` is a shell command of the model that
+printed the skill's SKILL.md, or a ``<skill>`` message Codex inserted
+(``transcript.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..gateway import RunGrant
+from ..sandbox.base import AGENT_ROOT, Sandbox, SandboxError
+from ..skills import Library
+from .context import RunContext
+from .runner import AgentResult, SandboxNeeds
+from .sandboxed import (
+    agent_result,
+    binary_path,
+    binary_version,
+    check_inside,
+    classify,
+    native_executable,
+    run_agent,
+)
+
+__all__ = ["RUNNER", "CodexRunner", "codex_config", "codex_files", "codex_mounts", "find_codex", "parse_events"]
+
+#: The environment variable that names the ``codex`` binary to use.
+ENV_BINARY = "SKILL_COURT_CODEX"
+#: Where the binary is in the sandbox; the npm package root is its folder's parent.
+SANDBOX_BINARY = binary_path("codex")
+#: ``$CODEX_HOME`` in the sandbox (both backends run with ``HOME=/root``).
+CODEX_DIR = "/root/.codex"
+SKILLS_DIR = f"{CODEX_DIR}/skills"
+CONFIG_FILE = f"{CODEX_DIR}/config.toml"
+#: The environment variable the config's provider reads its key from: the run's token.
+KEY_ENV = "OPENAI_API_KEY"
+#: The provider's id in the config.
+PROVIDER = "skill-court"
+#: npm's package suffix and Rust target triple of the native binary, per machine.
+_TARGETS = {
+    "x86_64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "amd64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "aarch64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+    "arm64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+}
+#: npm's package manifest beside ``bin/codex``; names the folder Codex adds to PATH.
+MANIFEST = "codex-package.json"
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+HOW_TO_INSTALL = (
+    "Fix: `npm install @openai/codex` (the native binary lands in "
+    "node_modules/@openai/codex-<platform>/vendor/<triple>/bin/codex), or set "
+    f"{ENV_BINARY}=/path/to/codex")
+
+
+def _target() -> tuple[str, str] | None:
+    return _TARGETS.get(platform.machine().lower())
+
+
+def _beside_wrapper(wrapper: Path) -> Path | None:
+    """The native binary npm put beside the ``@openai/codex`` wrapper package (``bin/codex.js``)."""
+    target = _target()
+    if target is None:
+        return None
+    package, triple = target
+    for parent in wrapper.resolve().parents:
+        if parent.name == "codex" and parent.parent.name == "@openai":
+            return (native_executable(parent.parent / f"codex-{package}" / "vendor" / triple / "bin" / "codex")
+                    or native_executable(parent / "vendor" / triple / "codex" / "codex"))  # before 0.1xx
+    return None
+
+
+def candidates() -> list[str]:
+    """Where :func:`find_codex` looks, in order (for messages)."""
+    package, triple = _target() or ("<platform>", "<triple>")
+    return [f"${ENV_BINARY}", "`codex` on PATH", f"./node_modules/@openai/codex-{package}/vendor/{triple}/bin/codex"]
+
+
+def find_codex() -> tuple[Path | None, str]:
+    """(the native ``codex`` executable, "") or (None, why not)."""
+    given = os.environ.get(ENV_BINARY, "").strip()
+    if given:
+        found = native_executable(Path(given)) or _beside_wrapper(Path(given))
+        if found is None:
+            return None, (f"{ENV_BINARY}={given} is not Codex's native executable (an ELF file); point "
+                          "it at node_modules/@openai/codex-<platform>/vendor/<triple>/bin/codex. "
+                          + HOW_TO_INSTALL)
+        return found, ""
+    tries: list[Path] = []
+    on_path = shutil.which("codex")
+    if on_path:
+        tries.append(Path(on_path))
+    target = _target()
+    if target:
+        tries.append(Path.cwd() / "node_modules" / "@openai" / f"codex-{target[0]}" / "vendor" / target[1]
+                     / "bin" / "codex")
+    for path in tries:
+        if path.exists():
+            found = native_executable(path) or _beside_wrapper(path)
+            if found is not None:
+                return found, ""
+    return None, f"Codex was not found (looked at {', '.join(candidates())}). {HOW_TO_INSTALL}"
+
+
+def codex_mounts(binary: Path) -> dict[str, str]:
+    """The sandbox files for ``binary`` (sandbox path -> host path): the binary at
+    :data:`SANDBOX_BINARY`; from npm's package layout also its manifest and the
+    bundled ``rg``, at the same places relative to the package root."""
+    mounts = {SANDBOX_BINARY: str(binary)}
+    root = binary.parent.parent
+    if binary.parent.name != "bin":
+        return mounts
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return mounts
+    if not isinstance(manifest, dict) or manifest.get("entrypoint") != "bin/codex":
+        return mounts
+    path_dir = manifest.get("pathDir")
+    mounts[f"{AGENT_ROOT}/{MANIFEST}"] = str(root / MANIFEST)
+    if isinstance(path_dir, str) and _PLAIN_NAME.match(path_dir):
+        rg = native_executable(root / path_dir / "rg")
+        if rg is not None:
+            mounts[f"{AGENT_ROOT}/{path_dir}/rg"] = str(rg)
+    return mounts
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(value)
+
+
+def codex_config(model: str, base_url: str, hidden_paths: list[str]) -> str:
+    """``~/.codex/config.toml`` of a run (see the module docstring)."""
+    lines = [
+        "# Written by pytest-skillcourt for one run (README, \"Codex\").",
+        f"model = {_toml(model)}",
+        f"model_provider = {_toml(PROVIDER)}",
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        'web_search = "disabled"',
+        "",
+        f"[model_providers.{PROVIDER}]",
+        'name = "skill-court gateway"',
+        f"base_url = {_toml(base_url)}",
+        f"env_key = {_toml(KEY_ENV)}",
+        'wire_api = "responses"',
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+    ]
+    for path in hidden_paths:
+        lines += ["", "[[skills.config]]", f"path = {_toml(path)}", "enabled = false"]
+    return "\n".join(lines) + "\n"
+
+
+def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> dict[str, bytes]:
+    """The sandbox files of a run: every skill under ``~/.codex/skills/<name>/``, and
+    ``~/.codex/config.toml`` switching the ``hidden`` ones off."""
+    files: dict[str, bytes] = {}
+    for skill in library.skills:
+        for rel, data in skill.files().items():
+            files[f"{SKILLS_DIR}/{skill.name}/{rel}"] = data
+    hidden_paths = [f"{SKILLS_DIR}/{name}/SKILL.md" for name in sorted(hidden) if library.get(name) is not None]
+    files[CONFIG_FILE] = codex_config(model, base_url, hidden_paths).encode()
+    return files
+
+
+def parse_events(stdout: str) -> tuple[str | None, str]:
+    """(the final answer, "") from ``codex exec --json``'s JSONL events, or (None, why not).
+
+    The answer is the text of the last completed ``agent_message`` of a turn
+    that completed (``turn.completed``); a ``turn.failed`` or an ``error``
+    event gives its message instead.
+    """
+    answer: str | None = None
+    completed = False
+    failure = ""
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event: Any = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        item = event.get("item")
+        if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
+            text = item.get("text")
+            answer = text if isinstance(text, str) else answer
+        elif kind == "turn.completed":
+            completed = True
+        elif kind in ("turn.failed", "error"):
+            error = event.get("error") if kind == "turn.failed" else event
+            message = error.get("message") if isinstance(error, dict) else None
+            failure = f"codex: {message if isinstance(message, str) else json.dumps(error)[:1000]}"
+    if failure:
+        return None, failure[:2000]
+    if not completed:
+        return None, "codex: the turn did not complete (no turn.completed event)"
+    if answer is None:
+        return None, "codex: the turn completed without an agent message"
+    return answer.strip(), ""
+
+
+class CodexRunner:
+    """The ``codex`` runner (see the module docstring)."""
+
+    name = "codex"
+
+    @property
+    def version(self) -> str:
+        """The package's version and Codex's: a new Codex replays cached runs."""
+        binary, _ = find_codex()
+        return f"{__version__}+codex-{binary_version(binary, word=-1) if binary else 'missing'}"
+
+    def labels(self, run_id: str) -> dict[str, str]:
+        """None beyond the court's own."""
+        return {}
+
+    def check(self, backend: str) -> str:
+        """Why Codex cannot run on ``backend`` here, or ""."""
+        binary, why = find_codex()
+        return why if binary is None else check_inside(self.name, backend)
+
+    def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
+        """The gateway folder, and the binary at ``/opt/skill-court/bin/codex`` (:func:`codex_mounts`)."""
+        binary, _ = find_codex()
+        return SandboxNeeds(gateway=True, agent_files=codex_mounts(binary) if binary else {})
+
+    def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
+        """Every skill of the library: a hidden one is switched off but its files
+        stay under ``~/.codex/skills/``, where the shell tool can read them."""
+        return frozenset(s.name for s in ctx.library.skills)
+
+    def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+        """One ``codex exec`` in ``sandbox`` (see the module docstring).
+
+        Raises:
+            SandboxError: no binary, the sandbox cannot run it or the forwarder,
+                or the sandbox broke.
+        """
+        binary, why = find_codex()
+        if binary is None:  # sandbox_needs() mounted nothing either
+            raise SandboxError(f"codex runner: {why}")
+        command = [SANDBOX_BINARY, "exec", "--json", "--skip-git-repo-check", "--color", "never", "-"]
+
+        def files(grant: RunGrant) -> dict[str, bytes]:
+            return codex_files(ctx.library, ctx.hidden, ctx.model.name, grant.openai_base_url)
+
+        def env(grant: RunGrant) -> dict[str, str]:
+            return {KEY_ENV: grant.token}
+
+        run = run_agent(ctx, sandbox, command=command, env=env, files=files, stdin=ctx.task.prompt.encode())
+        if run.forwarder_failed:
+            raise SandboxError(f"codex runner: {run.exec.stderr.strip()[-1000:]} (the forwarder needs "
+                               "python3 in the image; python:3.12-slim has it)")
+        if run.exec.exit_code in (126, 127) and run.recording.api_calls == 0:
+            raise SandboxError(
+                f"codex runner: the sandbox cannot execute Codex's binary (exit {run.exec.exit_code}: "
+                f"{run.exec.stderr.strip()[-500:]}); it is mounted at {SANDBOX_BINARY} and needs an "
+                "x86_64/arm64 Linux kernel and a mount that allows exec.")
+        answer, detail = parse_events(run.exec.stdout)
+        if answer is not None and run.exec.exit_code != 0:
+            answer, detail = None, f"codex exited {run.exec.exit_code}"
+        status, error = classify(run, answer=answer, detail=detail + _stderr_tail(run.exec.stderr))
+        return agent_result(ctx, run, status, error, answer or "")
+
+
+def _stderr_tail(stderr: str) -> str:
+    """The end of Codex's stderr for an error message ("" when it said nothing)."""
+    text = stderr.strip()
+    return f"; stderr: {text[-500:]}" if text and text != "Reading prompt from stdin..." else ""
+
+
+#: The registered ``codex`` runner.
+RUNNER = CodexRunner()
