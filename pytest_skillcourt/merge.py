@@ -20,7 +20,6 @@ with ``--skill-court-no-early-stop``.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from .clock import new_trial_id, utc_now
 from .judge import Judgment
 from .records import RunRecord
 from .stats.verdict import EARLY_STOP_TASKS, VerdictKind, decide
-from .store import Store, StoreError
+from .store import GuardedConnection, Store, StoreError
 from .trial import group_pairs, pair_outcomes
 
 
@@ -84,7 +83,7 @@ _CONTENT = [
 ]
 
 
-def _copy(db: sqlite3.Connection, alias: str) -> dict[str, int]:
+def _copy(db: GuardedConnection, alias: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for table, cols in _KEYED:
         before = db.total_changes

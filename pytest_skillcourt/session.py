@@ -105,7 +105,7 @@ class SkillCourt:
     def store(self) -> Store:
         with self._store_lock:
             if self._store is None:
-                self._store = Store(self.settings.store)
+                self._store = Store(self.settings.store, check=not self.is_worker)
             return self._store
 
     def model(self, label: str) -> ModelSpec:
@@ -290,7 +290,14 @@ class SkillCourt:
     # -- running ---------------------------------------------------------------
 
     def run_item(self, item: RunItem) -> None:
-        """Execute (or reuse) one run and turn it into the item's outcome."""
+        """Execute (or reuse) one run and turn it into the item's outcome; a damaged
+        store is the item's readable failure, not a ``sqlite3`` traceback."""
+        try:
+            self._run_item(item)
+        except StoreError as err:
+            raise SkillCourtError(str(err)) from None
+
+    def _run_item(self, item: RunItem) -> None:
         s = self.settings
         suite, run = item.suite, item.run
         store = self.store()
@@ -421,10 +428,13 @@ class SkillCourt:
         result = yield
         if not self.is_worker and not session.config.option.collectonly and self.settings.skills_dir.is_dir():
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
-            if not interrupted:
-                produce_verdicts(self, session)
-            self._check_answered()
-            self.store().finish_trial(self.trial)
+            try:
+                if not interrupted:
+                    produce_verdicts(self, session)
+                self._check_answered()
+                self.store().finish_trial(self.trial)
+            except StoreError as err:  # found damaged mid-session: say so, no INTERNALERROR
+                raise pytest.UsageError(f"skill court: {err}") from None
         return result
 
     def _check_answered(self) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .clock import utc_now
 from .records import RunRecord
 from .trial import TrialRun
+
 
 def valid_text(text: str) -> str:
     """``text`` as SQLite can store it (valid UTF-8).
@@ -115,21 +117,105 @@ class StoreError(Exception):
     """The store cannot be used; the message names the file and the fix."""
 
 
+def damaged(path: Path, detail: str) -> StoreError:
+    """The error for a store file whose pages are corrupt (README "Store, cache and budget").
+
+    The court never repairs, rewrites or removes such a file: every other
+    trial's data stays in it, and the fix is to move it away.
+    """
+    return StoreError(
+        f"{path} is not a usable skill-court store ({detail}): it is damaged, and nothing "
+        f"was written to it. Fix: move it away (mv {path} {path}.damaged): the next "
+        "session starts a fresh store in its place, and the moved file keeps every other "
+        "trial's data (sqlite3's .recover copies out what is still readable); or pass "
+        "--skill-court-store PATH")
+
+
+#: How many problems ``PRAGMA quick_check`` reports at most (the first one is shown).
+_CHECK_ROWS = 5
+
+
+class GuardedConnection:
+    """The store's connection: a corrupt page met while reading or writing is a
+    :class:`StoreError` naming the file and the fix, never a raw ``sqlite3`` error."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._inner = db
+        self._path = path
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> GuardedCursor:
+        """Run one statement; its rows are read by the caller (a cursor)."""
+        try:
+            return GuardedCursor(self._inner.execute(sql, params), self._path)
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    @property
+    def total_changes(self) -> int:
+        return self._inner.total_changes
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class GuardedCursor:
+    """A cursor whose reads translate corruption like :class:`GuardedConnection`."""
+
+    def __init__(self, cursor: sqlite3.Cursor, path: Path) -> None:
+        self._cursor = cursor
+        self._path = path
+        self.lastrowid = cursor.lastrowid
+
+    def fetchone(self) -> Any:
+        try:
+            return self._cursor.fetchone()
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self._cursor
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+
+def _translate(err: sqlite3.DatabaseError, path: Path) -> Exception:
+    """Corruption (a plain ``DatabaseError``: "malformed", "not a database") becomes
+    :func:`damaged`; other errors (locked, constraint) stay what they are."""
+    if type(err) is sqlite3.DatabaseError:
+        return damaged(path, str(err))
+    return err
 
 
 class Store:
     """A connection to the store; cheap to open, one per process."""
 
-    def __init__(self, path: Path, *, readonly: bool = False):
+    def __init__(self, path: Path, *, readonly: bool = False, check: bool = True):
+        """Open (making and migrating it when needed) the store at ``path``.
+
+        ``check``: run ``PRAGMA quick_check`` on an existing file first (about
+        1.5 s per 100 MB); xdist workers skip it, their controller has run it.
+
+        Raises:
+            StoreError: the file is not a usable store (damaged, newer schema).
+        """
         self.path = Path(path)
         self.readonly = readonly
+        existed = False
         try:
             if readonly:
                 if not self.path.exists():
                     raise StoreError(f"no store at {self.path}: run pytest --skill-court first "
                                      "or pass --store PATH")
-                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
-                                           isolation_level=None, check_same_thread=False)
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
+                                     isolation_level=None, check_same_thread=False)
             else:
                 if not self.path.parent.exists():
                     self.path.parent.mkdir(parents=True)
@@ -137,17 +223,50 @@ class Store:
                     (self.path.parent / ".gitignore").write_text(
                         "# made by pytest-skillcourt: its store and reports, not for version control\n*\n",
                         encoding="utf-8")
-                self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
-                                           check_same_thread=False)
+                existed = self.path.is_file() and self.path.stat().st_size > 0
+                db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                     check_same_thread=False)
+            self._db = GuardedConnection(db, self.path)
             self._db.execute("PRAGMA busy_timeout = 60000")
+            if check and (readonly or existed):  # before anything writes to it
+                self._check_integrity()
             if not readonly:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as err:
-            raise StoreError(
-                f"{self.path} is not a usable skill-court store ({err}); move it away to start "
-                "a new one, or pass --skill-court-store PATH") from err
+            raise damaged(self.path, str(err)) from err
+
+    def _run(self, data: str) -> RunRecord:
+        """A stored run from its ``data`` column.
+
+        Raises:
+            StoreError: the row does not decode (a damaged page's bytes).
+        """
+        try:
+            return RunRecord.from_json(data)
+        except (ValueError, TypeError) as err:
+            raise damaged(self.path, f"a stored run does not decode: {err}") from err
+
+    def _json(self, data: str) -> Any:
+        """A stored ``data`` column, decoded (see :meth:`_run`)."""
+        try:
+            return json.loads(data)
+        except (ValueError, TypeError) as err:
+            raise damaged(self.path, f"a stored row does not decode: {err}") from err
+
+    def _check_integrity(self) -> None:
+        """``PRAGMA quick_check``: every page's structure, without the slow index
+        cross-check of ``integrity_check`` (about a second per 100 MB).
+
+        Raises:
+            StoreError: the file is damaged (see :func:`damaged`).
+        """
+        rows = [str(r[0]) for r in self._db.execute(f"PRAGMA quick_check({_CHECK_ROWS})")]
+        if rows != ["ok"]:
+            first = rows[0] if rows else "no answer"
+            more = f" and {len(rows) - 1} more problem(s)" if len(rows) > 1 else ""
+            raise damaged(self.path, f"integrity check: {first}{more}")
 
     def close(self) -> None:
         """Fold the WAL into the database file and close: a copied court.db is then whole
@@ -155,12 +274,12 @@ class Store:
         if not self.readonly:
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:  # another process is reading or writing: its close checkpoints
-                pass
+            except (sqlite3.Error, StoreError):  # another process is reading or writing: its
+                pass  # close checkpoints; a damaged file was already reported
         self._db.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[GuardedConnection]:
         # BEGIN IMMEDIATE takes the write lock up front: concurrent writers queue
         # on busy_timeout instead of failing half-way through.
         for attempt in range(5):
@@ -234,7 +353,7 @@ class Store:
         row = self._db.execute(
             "SELECT data FROM runs WHERE cache_key = ? AND cacheable = 1 "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1", (cache_key,)).fetchone()
-        return RunRecord.from_json(row[0]) if row else None
+        return self._run(row[0]) if row else None
 
     def record_run(self, record: RunRecord, *, trial: str, cached: bool) -> None:
         """Store a finished run (unless it came from the cache) and mark it used by ``trial``."""
@@ -265,7 +384,7 @@ class Store:
         if model is not None:
             sql += " AND t.model = ?"
             params.append(model)
-        return [TrialRun(RunRecord.from_json(d), bool(c)) for d, c in self._db.execute(sql, params)]
+        return [TrialRun(self._run(d), bool(c)) for d, c in self._db.execute(sql, params)]
 
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
         out: dict[str, RunRecord] = {}
@@ -274,7 +393,7 @@ class Store:
             chunk = ids[i:i + 500]
             marks = ",".join("?" * len(chunk))
             for (data,) in self._db.execute(f"SELECT data FROM runs WHERE run_id IN ({marks})", chunk):
-                rec = RunRecord.from_json(data)
+                rec = self._run(data)
                 out[rec.run_id] = rec
         return out
 
@@ -298,7 +417,7 @@ class Store:
 
     def judgment(self, key: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT data FROM judgments WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self._json(row[0]) if row else None
 
     def judgment_for_runs(self, with_run: str, without_run: str) -> dict[str, Any] | None:
         """The newest stored judgment of this pair of runs, one with a winner first."""
@@ -306,7 +425,7 @@ class Store:
             "SELECT data FROM judgments WHERE with_run = ? AND without_run = ? "
             "ORDER BY winner IS NULL, created_at DESC, rowid DESC LIMIT 1",
             (with_run, without_run)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self._json(row[0]) if row else None
 
     def record_judgment(self, key: str, *, trial: str, with_run: str, without_run: str,
                         data: dict[str, Any], cost_usd: float | None = None) -> None:
@@ -323,7 +442,7 @@ class Store:
     def cause(self, key: str) -> dict[str, Any] | None:
         """A stored cause (``cause.Cause.to_dict()``) for this key, if any."""
         row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self._json(row[0]) if row else None
 
     def record_cause(self, key: str, *, trial: str, data: dict[str, Any],
                      cost_usd: float | None = None) -> None:
@@ -370,7 +489,7 @@ class Store:
         out = []
         for row in rows:
             item = dict(zip(keys, row[:-1]))
-            item["data"] = json.loads(row[-1])
+            item["data"] = self._json(row[-1])
             out.append(item)
         return out
 
@@ -423,7 +542,7 @@ class Store:
             item = dict(zip(self._APPEAL_COLS, row))
             item["original"] = bytes(item["original"])
             item["draft"] = bytes(item["draft"])
-            item["data"] = json.loads(item["data"])
+            item["data"] = self._json(item["data"])
             out.append(item)
         return out
 
