@@ -181,7 +181,7 @@ def write_files(court: Court, result: TrialResult) -> None:
     if s.html_path:
         from .report.html import write_html  # jinja2: only when the page is asked for
 
-        court.files_written.append(("html report", write_html(result, s.html_path)))
+        court.files_written.append(("html report", write_html(result, s.html_path, court.store())))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         from .report.markdown import append_step_summary

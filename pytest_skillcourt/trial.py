@@ -250,3 +250,5 @@ class TrialResult:
     lifted: tuple[tuple[str, str], ...] = ()
     runs: Mapping[str, tuple[TrialRun, ...]] = field(default_factory=dict)
     prompts: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: per suite, (task id, its check command or "") in suite order
+    checks: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)

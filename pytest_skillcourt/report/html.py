@@ -31,20 +31,38 @@ Shape of the data dict (every key optional unless noted)::
     RUN = {"run_id", "status", "outcome": "success" | "failure" | "none" | "not judged",
            "tokens", "input_tokens", "output_tokens", "skill_loaded": bool,
            "cached": bool, "error", "answer" (cut), "answer_chars": int,
-           "check_exit", "check_output" (cut), "duration_s", "cost_usd"} | None
+           "check_exit", "check_output" (cut), "check_output_chars": int,
+           "transcript": [MESSAGE], "captured": [{"path", "text" (cut), "chars"}],
+           "captured_binary": [path], "duration_s", "cost_usd"} | None
+    MESSAGE = {"role", "text" (cut), "chars": int, "fold": bool, "calls": [{"name", "arguments"}]}
+
+A task entry also has ``check`` (the suite's check command, when known) and
+``skipped`` (why a task of the suite has no run in this verdict: early stop or
+not run at all, e.g. the budget); a verdict entry has ``appeals`` (from the
+store: draft diff, the draft's trial and verdict, decision, status).  The hint
+is shown in words that fit the skipped tasks (:func:`hint_text`: the verdict
+rule does not know how many tasks early stop skipped).
+
+Verdicts are shown harmful first (HURTS, INCONCLUSIVE, NEUTRAL, HELPS); the
+page's small script sorts and filters them by verdict, skill and model (without
+it, everything is shown in that order).  At 420 px the tables become stacked
+rows, so nothing is wider than the screen.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
-
-from ..clock import utc_now
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import write_atomic
+from ..clock import utc_now
+from ..quarantine import model_key
 from ..records import ARM_WITH, ARM_WITHOUT, ARMS, RunRecord
-from ..stats.verdict import TOKEN_MARGIN, VerdictKind
+from ..stats.verdict import EARLY_STOP_TASKS, TOKEN_MARGIN, VerdictKind
+from ..transcript import message_calls, message_text
 from ..trial import Pair, TrialResult, TrialRun, group_pairs
 
 if TYPE_CHECKING:
@@ -54,8 +72,19 @@ HTML_DATA_VERSION = 1
 TEMPLATE = "report.html.j2"
 #: Characters of a final answer shown on the page (the rest is counted, not shown).
 ANSWER_CHARS = 500
-CHECK_OUTPUT_CHARS = 300
+CHECK_OUTPUT_CHARS = 4_000
 PROMPT_CHARS = 600
+#: A transcript message or captured file longer than this is shown cut (its length is said).
+MESSAGE_CHARS = 12_000
+#: Messages longer than this many characters (or lines) are folded (<details>).
+FOLD_CHARS = 600
+FOLD_LINES = 12
+#: Arguments of one tool call shown at most.
+ARGUMENT_CHARS = 4_000
+#: Messages of one run shown at most (the rest are counted).
+MESSAGES_SHOWN = 200
+#: Worst first: the page's default order.
+HARM_ORDER = ("HURTS", "INCONCLUSIVE", "NEUTRAL", "HELPS")
 
 #: Plot geometry (SVG user units).  Both axes run from PLOT_X0 to PLOT_X1.
 PLOT_W = 420
@@ -180,17 +209,52 @@ def _cut(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
 
+def _folds(text: str) -> bool:
+    return len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
+
+
+def transcript_entries(transcript: Sequence[Any]) -> list[dict[str, Any]]:
+    """A run's messages as shown: role, text (cut), whether it is folded, its tool calls."""
+    out = []
+    for message in list(transcript or ())[:MESSAGES_SHOWN]:
+        if not isinstance(message, Mapping):
+            continue
+        text = message_text(message.get("content"))
+        calls = [{"name": c.name or "?", "arguments": _cut(c.arguments_text, ARGUMENT_CHARS)}
+                 for c in message_calls(message)]
+        role = str(message.get("role") or "?")
+        out.append({"role": role, "text": _cut(text, MESSAGE_CHARS), "chars": len(text),
+                    "fold": _folds(text) or role == "system", "calls": calls})
+    return out
+
+
+def captured_entries(captured: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The files the judge saw of a run (path, text cut, length) and the binary ones it did not."""
+    if not isinstance(captured, Mapping):
+        return [], []
+    files = []
+    for item in captured.get("files") or ():
+        if isinstance(item, (list, tuple)) and len(item) >= 2:
+            text = str(item[1])
+            files.append({"path": str(item[0]), "text": _cut(text, MESSAGE_CHARS), "chars": len(text)})
+    return files, [str(b) for b in captured.get("binary") or ()]
+
+
 def run_entry(rec: RunRecord, cached: bool, outcome: str | None = None) -> dict[str, Any]:
     """What the page shows of one run; ``outcome`` overrides the run's own (a judged pair)."""
     if outcome is None:
         outcome = ("success" if rec.outcome else "failure") if rec.outcome is not None else (
             "not judged" if rec.needs_judge else "none")
+    files, binary = captured_entries(rec.captured)
     return {
         "run_id": rec.run_id, "status": rec.status, "outcome": outcome,
         "tokens": rec.tokens, "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens,
         "skill_loaded": bool(rec.skill_loaded), "cached": bool(cached), "error": rec.error,
         "answer": _cut(rec.answer, ANSWER_CHARS), "answer_chars": len(rec.answer or ""),
         "check_exit": rec.check_exit, "check_output": _cut(rec.check_output, CHECK_OUTPUT_CHARS),
+        "check_output_chars": len(rec.check_output or ""),
+        "transcript": transcript_entries(rec.transcript), "transcript_messages": len(rec.transcript or ()),
+        "captured": files, "captured_binary": binary,
         "duration_s": round(float(rec.duration_s or 0.0), 2), "cost_usd": rec.cost_usd,
     }
 
@@ -218,14 +282,24 @@ def pair_entry(rep: int, runs: Mapping[str, tuple[RunRecord, bool]],
     }
 
 
+EARLY_STOP_WHY = (f"early stop: the first {EARLY_STOP_TASKS} tasks ended alike in both arms with tokens "
+                  "within the margin, so the rest were not run (--skill-court-no-early-stop runs every task)")
+NOT_RUN_WHY = ("not run in this session: the budget was reached, a model had no price, or the task was "
+               "deselected (pytest's skip lines say which)")
+
+
 def task_entries(runs: Sequence[TrialRun], judgments: Sequence[Mapping[str, Any]],
                  prompts: Mapping[str, str] | None = None, order: Sequence[str] = (),
-                 used: Iterable[str] | None = None) -> list[dict[str, Any]]:
+                 used: Iterable[str] | None = None, checks: Mapping[str, str] | None = None,
+                 early_stop: bool = False) -> list[dict[str, Any]]:
     """Tasks of one verdict with their pairs, in suite order (``order``), then by id.
 
     ``used``: the tasks the verdict was made from (early stop uses only the
-    first four); None means every task."""
+    first four); None means every task.  Tasks of ``order`` without a run are
+    listed too, with why (``early_stop``: the verdict stopped early).  ``checks``:
+    task id -> the suite's check command."""
     prompts = prompts or {}
+    checks = checks or {}
     used_set = set(used) if used is not None else None
     cached = {tr.record.run_id: tr.cached for tr in runs}
     judged = {(str(j.get("task")), int(j.get("rep", 0))): j for j in judgments}
@@ -234,15 +308,74 @@ def task_entries(runs: Sequence[TrialRun], judgments: Sequence[Mapping[str, Any]
                             lambda w, wo: judged.get((w.task_id, int(w.rep)))):
         by_task.setdefault(pair.task_id, []).append(pair)
     rank = {t: i for i, t in enumerate(order)}
-    out = []
+    out: list[dict[str, Any]] = []
     for task_id in sorted(by_task, key=lambda t: (rank.get(t, len(rank)), t)):
         entries = [pair_entry(p.rep, {arm: (rec, cached[rec.run_id]) for arm in ARMS
                                       if (rec := p.run(arm)) is not None}, p.judgment)
                    for p in by_task[task_id]]
         prompt = prompts.get(task_id)
         out.append({"task": task_id, "prompt": _cut(prompt, PROMPT_CHARS) if prompt else None,
-                    "used": used_set is None or task_id in used_set, "pairs": entries})
+                    "used": used_set is None or task_id in used_set, "pairs": entries,
+                    "check": checks.get(task_id) or None, "skipped": None})
+    for task_id in order:
+        if task_id not in by_task:
+            prompt = prompts.get(task_id)
+            out.append({"task": task_id, "prompt": _cut(prompt, PROMPT_CHARS) if prompt else None,
+                        "used": False, "pairs": [], "check": checks.get(task_id) or None,
+                        "skipped": EARLY_STOP_WHY if early_stop else NOT_RUN_WHY})
+    out.sort(key=lambda t: (rank.get(str(t["task"]), len(rank)), str(t["task"])))
     return out
+
+
+_EARLY_HINT = re.compile(r"at least (\d+) of the skipped tasks would all have to flip the same way to decide")
+
+
+def hint_text(verdict: Mapping[str, Any], skipped: int) -> str | None:
+    """The verdict's hint, its early-stop count put against the ``skipped`` tasks there are."""
+    hint = verdict.get("hint")
+    if not hint or verdict.get("basis") != "early-stop":
+        return hint
+    found = _EARLY_HINT.search(hint)
+    if found is None:
+        return hint
+    need = int(found.group(1))
+    tasks = f"{skipped} skipped task" + ("" if skipped == 1 else "s")
+    if skipped == 0:
+        words = "no task was skipped"
+    elif need > skipped:
+        words = (f"the {tasks} could not decide it: even if all flipped the same way, {need} such tasks "
+                 "would be needed")
+    else:
+        words = f"at least {need} of the {tasks} would all have to flip the same way to decide"
+    return hint[:found.start()] + words + hint[found.end():]
+
+
+def harm_sorted(verdicts: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """Verdict entries worst first (HURTS, INCONCLUSIVE, NEUTRAL, HELPS), then by skill and model."""
+    def key(e: Mapping[str, Any]) -> tuple[int, str, str]:
+        kind = (e.get("verdict") or {}).get("kind")
+        return (HARM_ORDER.index(kind) if kind in HARM_ORDER else len(HARM_ORDER),
+                str(e.get("skill", "")), str(e.get("model", "")))
+    return sorted(verdicts, key=key)
+
+
+def appeal_entries(store: Store, skill: str, model: str) -> list[dict[str, Any]]:
+    """The appeals of ``skill`` on ``model`` (newest first) as the page shows them."""
+    out = []
+    for a in store.skill_appeals(skill):
+        if model_key(a["model"]) != model_key(model):
+            continue
+        out.append({"id": a["id"], "decision": a["decision"], "status": a["status"], "reason": a["reason"],
+                    "diff": _cut(a["diff"], 4 * MESSAGE_CHARS), "draft_trial": a["draft_trial"],
+                    "draft_verdict": a["draft_verdict"], "created_at": a["created_at"],
+                    "applied_at": a["applied_at"], "undone_at": a["undone_at"], "skill_md": a["skill_md"]})
+    return out
+
+
+def entry_hint(entry: Mapping[str, Any]) -> str | None:
+    """The hint the page shows for a verdict entry: :func:`hint_text` with its skipped tasks."""
+    skipped = sum(1 for t in entry.get("tasks") or () if isinstance(t, Mapping) and t.get("skipped"))
+    return hint_text(entry.get("verdict") or {}, skipped)
 
 
 def _used_tasks(verdict: Mapping[str, Any], first_tasks: Sequence[str]) -> list[str] | None:
@@ -252,14 +385,19 @@ def _used_tasks(verdict: Mapping[str, Any], first_tasks: Sequence[str]) -> list[
     return None
 
 
-def trial_data(result: TrialResult) -> dict[str, Any]:
-    """The data dict of a session's verdicts (controller, after the verdicts)."""
+def trial_data(result: TrialResult, store: Store | None = None) -> dict[str, Any]:
+    """The data dict of a session's verdicts (controller, after the verdicts); with
+    ``store``, each verdict's appeals too."""
     verdicts = []
+    all_checks = result.checks
     for o in result.outcomes:
         entry = o.to_dict()
         prompts = dict(result.prompts.get(o.target.suite_rel, ()))
+        checks = dict(all_checks.get(o.target.suite_rel, ()))
         entry["tasks"] = task_entries(result.runs.get(o.target.nodeid, ()), o.judgments, prompts,
-                                      list(prompts), _used_tasks(entry, o.target.first_tasks))
+                                      list(prompts), _used_tasks(entry, o.target.first_tasks), checks,
+                                      early_stop=(entry["verdict"] or {}).get("basis") == "early-stop")
+        entry["appeals"] = appeal_entries(store, o.skill, o.target.model) if store is not None else []
         verdicts.append(entry)
     return {
         "version": HTML_DATA_VERSION, "trial": result.trial,
@@ -276,7 +414,8 @@ def trial_data(result: TrialResult) -> dict[str, Any]:
     }
 
 
-def store_data(store: "Store", trial: str, prompts: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+def store_data(store: Store, trial: str, prompts: Mapping[str, Mapping[str, str]] | None = None,
+               checks: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """The data dict of a past session ``trial``, read back from the store.
 
     ``prompts`` maps suite path to {task id: prompt} when the suites are at
@@ -295,9 +434,13 @@ def store_data(store: "Store", trial: str, prompts: Mapping[str, Mapping[str, st
         if row["model"] not in models:
             models.append(str(row["model"]))
         runs = store.trial_runs(trial, suite=row["suite"], model=row["model"])
-        entry["tasks"] = task_entries(runs, entry.get("judgments") or [],
-                                      (prompts or {}).get(row["suite"]), entry.get("first_tasks") or [],
-                                      _used_tasks(entry, entry.get("first_tasks") or []))
+        suite_prompts = dict((prompts or {}).get(row["suite"]) or {})
+        entry["tasks"] = task_entries(runs, entry.get("judgments") or [], suite_prompts,
+                                      list(suite_prompts) or entry.get("first_tasks") or [],
+                                      _used_tasks(entry, entry.get("first_tasks") or []),
+                                      (checks or {}).get(row["suite"]),
+                                      early_stop=(entry.get("verdict") or {}).get("basis") == "early-stop")
+        entry["appeals"] = appeal_entries(store, row["skill"], row["model"])
         verdicts.append(entry)
     backends = {tr.record.backend for tr in store.trial_runs(trial) if tr.record.backend}
     return {
@@ -383,7 +526,7 @@ def _environment() -> Any:
     )
     env.filters.update(pct=_pct, interval=_interval, pct_interval=_pct_interval, money=_money,
                        verdict_label=_verdict_label)
-    env.globals.update(diff_plot=diff_plot, token_plot=token_plot, judge_calls=judge_calls, PLOT_W=PLOT_W, PLOT_H=PLOT_H,
+    env.globals.update(entry_hint=entry_hint, diff_plot=diff_plot, token_plot=token_plot, judge_calls=judge_calls, PLOT_W=PLOT_W, PLOT_H=PLOT_H,
                        PLOT_X0=PLOT_X0, PLOT_X1=PLOT_X1, PLOT_Y=PLOT_Y, ANSWER_CHARS=ANSWER_CHARS)
     return env
 
@@ -405,10 +548,10 @@ def render_html(data: Mapping[str, Any]) -> str:
         if kind in counts:
             counts[kind] += 1
     template = _environment().get_template(TEMPLATE)
-    return template.render(data=data, verdicts=verdicts, counts=counts)
+    return template.render(data=data, verdicts=harm_sorted(verdicts), counts=counts, kinds=HARM_ORDER)
 
 
-def write_html(result: TrialResult, path: Path) -> Path:
+def write_html(result: TrialResult, path: Path, store: Store | None = None) -> Path:
     """Write the page of a session's verdicts to ``path`` (atomically); returns the path."""
-    write_atomic(Path(path), render_html(trial_data(result)))
+    write_atomic(Path(path), render_html(trial_data(result, store)))
     return Path(path)

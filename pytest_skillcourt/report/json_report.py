@@ -1,16 +1,27 @@
-"""``--skill-court-json PATH``: machine-readable results, schema versioned.
+"""``--skill-court-json PATH``: machine-readable results, schema versioned (README "Reports").
 
-Version 2 (version 1 plus the runs) is one object::
+``schema_version`` says which shape a file has (``version`` holds the same number,
+for readers of version 2).  A reader checks it and refuses a number it does not
+know; a new key never needs a new number, a changed or removed one does.
 
-    {"version": 2, "trial", "models": [str], "sandbox", "agent", "spend_usd",
+- 1: the verdicts.
+- 2: plus the runs of each verdict.
+- 3: plus ``schema_version``, each run's check command (``check.command``) and the
+  suite's tasks per verdict with the ones not run and why (``tasks``).
+
+Version 3 is one object::
+
+    {"schema_version": 3, "version": 3, "trial", "models": [str], "sandbox", "agent", "spend_usd",
      "early_stop_skipped_runs", "errors": [str],
      "quarantine": {"file", "set": [{"skill", "model"}], "lifted": [...]},
-     "verdicts": [Outcome.to_dict() + {"runs": [RUN]}]}
+     "verdicts": [Outcome.to_dict() + {"runs": [RUN], "tasks": [TASK]}]}
+
+    TASK = {"task", "check": str | null, "runs": int, "not_run": str | null (why)}
 
     RUN = {"run_id", "task", "arm", "rep", "status", "outcome": true | false | null,
            "outcome_source": "check" | "judge" | null, "cached", "answer", "transcript",
            "input_tokens", "output_tokens", "cost_usd", "api_calls", "skill_loaded",
-           "check": {"exit", "output"} | null, "captured": {"files": [path], "binary": [path]} | null,
+           "check": {"command", "exit", "output"} | null, "captured": {"files": [path], "binary": [path]} | null,
            "started_at", "duration_s", "error", "runner", "backend", "image"}
 
 A judged pair's outcomes are in the verdict's ``judgments`` (its runs'
@@ -24,13 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
-from ..trial import TrialResult, TrialRun
+from ..trial import Outcome, TrialResult, TrialRun
 
-JSON_VERSION = 2
+JSON_VERSION = 3
+#: Why a task of the suite has no run in a verdict.
+EARLY_STOPPED = "early stop: the first tasks ended alike in both arms"
+NOT_RUN = "not run in this session (budget reached, no price known, or deselected)"
 
 
-def run_dict(tr: TrialRun) -> dict[str, Any]:
-    """What the report holds of one run a verdict used."""
+def run_dict(tr: TrialRun, check: str | None = None) -> dict[str, Any]:
+    """What the report holds of one run a verdict used (``check``: its task's check command)."""
     r = tr.record
     captured = r.captured or None
     return {
@@ -39,7 +53,8 @@ def run_dict(tr: TrialRun) -> dict[str, Any]:
         "answer": r.answer, "transcript": r.transcript,
         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens, "cost_usd": r.cost_usd,
         "api_calls": r.api_calls, "skill_loaded": r.skill_loaded,
-        "check": None if r.check_exit is None else {"exit": r.check_exit, "output": r.check_output},
+        "check": None if r.check_exit is None else {"command": check, "exit": r.check_exit,
+                                                    "output": r.check_output},
         "captured": None if captured is None else {
             "files": [f[0] for f in captured.get("files", [])], "binary": list(captured.get("binary", []))},
         "started_at": r.started_at, "duration_s": r.duration_s, "error": r.error,
@@ -47,14 +62,33 @@ def run_dict(tr: TrialRun) -> dict[str, Any]:
     }
 
 
+def task_list(result: TrialResult, o: Outcome, runs: tuple[TrialRun, ...]) -> list[dict[str, Any]]:
+    """The suite's tasks of one verdict: check command, runs, and why one was not run."""
+    checks = dict(result.checks.get(o.target.suite_rel, ()))
+    order = [t for t, _ in result.prompts.get(o.target.suite_rel, ())]
+    counts: dict[str, int] = {}
+    for tr in runs:
+        counts[tr.record.task_id] = counts.get(tr.record.task_id, 0) + 1
+    for task in counts:
+        if task not in order:
+            order.append(task)
+    early = o.verdict.basis == "early-stop"
+    return [{"task": t, "check": checks.get(t) or None, "runs": counts.get(t, 0),
+             "not_run": None if counts.get(t) else (EARLY_STOPPED if early else NOT_RUN)} for t in order]
+
+
 def results(result: TrialResult) -> dict[str, Any]:
     """The JSON document of a trial."""
     verdicts = []
     for o in result.outcomes:
         entry = o.to_dict()
-        entry["runs"] = [run_dict(tr) for tr in result.runs.get(o.target.nodeid, ())]
+        runs = result.runs.get(o.target.nodeid, ())
+        checks = dict(result.checks.get(o.target.suite_rel, ()))
+        entry["runs"] = [run_dict(tr, checks.get(tr.record.task_id) or None) for tr in runs]
+        entry["tasks"] = task_list(result, o, tuple(runs))
         verdicts.append(entry)
     return {
+        "schema_version": JSON_VERSION,
         "version": JSON_VERSION,
         "trial": result.trial,
         "models": list(result.models),

@@ -1,21 +1,28 @@
 """The HTML page of a trial end to end: a ``--skill-court-html`` run, the same page from the
-store, and a headless Chromium screenshot of the page (``render_html`` on plain values is
-in ``tests/unit/test_html_report.py``)."""
+store, and the page in headless Chromium driven through the DevTools protocol
+(``tests/support/browser.py``; ``render_html`` on plain values is in
+``tests/unit/test_html_report.py``)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from pytest_skillcourt.report.html import render_html, store_data
 from pytest_skillcourt.store import Store
-from tests.support.builders import ini, loading_agent, question_number, run_court, task, write_skill, write_suite
+from tests.support.browser import Browser
+from tests.support.builders import (
+    ini,
+    loading_agent,
+    question_number,
+    run_court,
+    task,
+    write_skill,
+    write_suite,
+)
 from tests.support.html_sample import sample_data
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap
@@ -77,46 +84,60 @@ def test_html_report_end_to_end(pytester: pytest.Pytester, server: LLMServer) ->
 # --------------------------------------------------------------------------- headless Chromium
 
 
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+PWN = "</pre></details></td></tr></table><script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">"
 
 
-def screenshot(html_path: Path, png: Path, profile: Path, size: str = "1200,1600") -> subprocess.CompletedProcess:
-    exe = chromium()
-    assert exe is not None
-    return subprocess.run(
-        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size={size}",
-         html_path.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
-
-
-def test_chromium_renders_the_page(tmp_path: Path) -> None:
-    if chromium() is None:
-        if os.environ.get("SKILL_COURT_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("chromium is not installed but SKILL_COURT_REQUIRE_CHROMIUM=1 (apt-get install chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium); set SKILL_COURT_REQUIRE_CHROMIUM=1 "
-                    "to make this a failure")
+def report_page(tmp_path: Path) -> Path:
+    """The sample page, with hostile run text in an answer, a tool call and a transcript message."""
+    data = sample_data()
+    hurts = next(v for v in data["verdicts"] if v["skill"] == "house-format")
+    run = hurts["tasks"][0]["pairs"][0]["with"]
+    run["answer"] = f"answer {PWN}"
+    run["transcript"][2]["calls"] = [{"name": "terminal", "arguments": f"args {PWN}"}]
+    run["transcript"][4]["text"] = f"final {PWN}"
     page = tmp_path / "report.html"
-    page.write_text(render_html(sample_data()), encoding="utf-8")
-    png = tmp_path / "report.png"
-    done = screenshot(page, png, tmp_path / "profile")
-    assert done.returncode == 0, done.stderr[-2000:]
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1200, 1600)
+    page.write_text(render_html(data), encoding="utf-8")
+    return page
+
+
+def test_the_report_page_in_chromium_at_1400_and_420_px(tmp_path: Path) -> None:
+    """Transcripts, early-stopped tasks, filters; hostile run text stays text; nothing is wider
+    than the screen at 420 px; screenshots for CI."""
+    page = report_page(tmp_path)
+    b = Browser(1400, 1000)
     try:
-        from PIL import Image
-    except ImportError:
-        return
-    with Image.open(png) as img:  # not a blank page: text and the verdict colours are drawn
-        colours = img.convert("RGB").getcolors(maxcolors=1 << 20) or []
-    assert len(colours) > 50
-    rgb = {c for _, c in colours}
-    assert (0xB9, 0x1C, 0x1C) in rgb and (0x1A, 0x7F, 0x37) in rgb  # HURTS red, HELPS green
+        b.goto(page.as_uri())
+        # harmful first, and the filter and sort work
+        kinds = "[...document.querySelectorAll('#verdict-list > section')].filter(s => !s.hidden).map(s => s.dataset.kind)"
+        assert b.js(kinds) == ["HURTS", "HURTS", "INCONCLUSIVE", "NEUTRAL", "NEUTRAL", "HELPS"]
+        b.js("(() => { const s = document.getElementById('f-kind'); s.value = 'NEUTRAL'; "
+             "s.dispatchEvent(new Event('change')); })()")
+        assert b.js(kinds) == ["NEUTRAL", "NEUTRAL"]
+        assert b.js("document.getElementById('f-count').textContent") == "2 of 6 verdicts shown"
+        b.js("(() => { const s = document.getElementById('f-kind'); s.value = ''; s.dispatchEvent(new Event('change'));"
+             " const o = document.getElementById('f-sort'); o.value = 'skill'; o.dispatchEvent(new Event('change')); })()")
+        assert b.js("[...document.querySelectorAll('#verdict-list > section')].map(s => s.dataset.skill)")[:2] == [
+            "csv-helper", "early-tips"]
+        # early-stopped tasks are listed with why
+        early = b.js("document.querySelector('section[data-skill=\"early-tips\"]').innerText")
+        assert "2 tasks not run" in early and "t5: early stop" in early and "2 skipped tasks could not decide it" in early
+        # a transcript opens with a real click and shows the tool call and the hostile text as text
+        b.click('section[data-skill="house-format"] details.answers > summary')
+        b.click('section[data-skill="house-format"] details.transcript > summary')
+        shown = b.js("document.querySelector('section[data-skill=\"house-format\"] details.transcript').innerText")
+        assert "tool call terminal" in shown and f"args {PWN}" in shown and f"final {PWN}" in shown
+        assert b.js("window.pwned === undefined") and b.js("document.scripts.length") == 1
+        assert b.js("document.querySelectorAll('img').length") == 0
+        b.js("(() => { const o = document.getElementById('f-sort'); o.value = 'harm'; o.dispatchEvent(new Event('change')); })()")
+        b.click("#open-all")
+        b.screenshot("report-1400.png")
+        b.resize(420, 900)
+        width, inner = b.overflow()
+        assert width <= inner, f"the page is {width} px wide at {inner} px"
+        b.screenshot("report-420.png")
+        b.click("#close-all")
+        b.screenshot("report-420-collapsed.png")
+        width, inner = b.overflow()
+        assert width <= inner
+    finally:
+        b.close()

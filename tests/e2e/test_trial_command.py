@@ -116,7 +116,7 @@ def test_json_output_is_the_courts_document(court: Court, server: LLMServer) -> 
 
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)  # stdout is the JSON and nothing else
-    assert doc["version"] == 2 and doc["models"] == ["custom/test-model"] and doc["sandbox"] == "local"
+    assert doc["schema_version"] == 3 and doc["models"] == ["custom/test-model"] and doc["sandbox"] == "local"
     (verdict,) = doc["verdicts"]
     assert verdict["skill"] == SKILL and verdict["verdict"]["kind"] == "HELPS"
     assert verdict["suite"] == "suites/house-format.yaml"

@@ -25,31 +25,54 @@ def verdict(kind: str, basis: str, line: str, *, diff_ci: tuple[float, float] | 
                    hint=hint, seed=42).to_dict()
 
 
+#: Run text that would break out of the page if it were not escaped.
+HOSTILE = "</pre></details></td></tr></table><script>alert('run')</script>"
+#: A tool result long enough to be folded.
+LONG_OUTPUT = "amount\n" + "100\n" * 300
+
+
+def transcript(task: str, answer: str) -> list[dict[str, Any]]:
+    """A short transcript in the OpenAI message shape: a tool call, its long result, the answer."""
+    return [{"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": f"Task {task}"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "terminal", "arguments": '{"command": "cat sales.csv"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": LONG_OUTPUT},
+            {"role": "assistant", "content": answer}]
+
+
 def rec(task: str, arm: str, rep: int = 1, *, outcome: bool | None = True, answer: str = "ok",
         tokens: tuple[int, int] = (100, 20), needs_judge: bool = False, status: str = ANSWERED,
         loaded: bool | None = None, error: str | None = None) -> RunRecord:
-    """One run of skill ``s`` on model ``m`` in trial T1."""
+    """One run of skill ``s`` on model ``m`` in trial T1, with its transcript and check output."""
     return RunRecord(run_id=f"r-{task}-{arm}-{rep}", cache_key="k", trial="T1", skill="s",
                      suite="skills_tests/s.yaml", task_id=task, arm=arm, rep=rep, model="m",
                      status=status, outcome=outcome, needs_judge=needs_judge, answer=answer,
                      input_tokens=tokens[0], output_tokens=tokens[1],
                      skill_loaded=(arm == "with") if loaded is None else loaded, error=error,
+                     transcript=transcript(task, answer),
+                     check_output="" if outcome is None else ("ok" if outcome else f"want TOTAL-1, got {answer[:40]}"),
+                     captured={"files": [["out/total.txt", f"total for {task}"]], "binary": ["out/chart.png"]}
+                     if needs_judge else None,
                      check_exit=None if outcome is None else (0 if outcome else 1), duration_s=1.5)
 
 
 def entry(skill: str, v: dict[str, Any], runs: list[RunRecord], *, cause: dict[str, Any] | None = None,
           judgments: list[dict[str, Any]] | None = None, prompts: dict[str, str] | None = None,
-          model: str = "m") -> dict[str, Any]:
-    """A verdict entry shaped like Outcome.to_dict() plus its tasks."""
+          model: str = "m", order: list[str] | None = None, checks: dict[str, str] | None = None,
+          appeals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A verdict entry shaped like Outcome.to_dict() plus its tasks (and what ``_finish`` adds)."""
     judgments = judgments or []
+    tasks = task_entries([TrialRun(r, i % 3 == 0) for i, r in enumerate(runs)], judgments, prompts or {},
+                         order or [], checks=checks, early_stop=v.get("basis") == "early-stop")
     return {
         "skill": skill, "model": model, "suite": f"skills_tests/{skill}.yaml",
         "nodeid": f"skills_tests/{skill}.yaml::verdict[{model}]", "skill_hash": "sha256:abc",
         "suite_hash": "sha256:def", "verdict": v, "cached_runs": 2, "fresh_runs": len(runs) - 2,
         "spend_usd": 0.0123, "failed": v["kind"] == "HURTS", "cause": cause, "judgments": judgments,
         "first_tasks": [], "made_at": "2026-01-02T03:04:05Z",
-        "tasks": task_entries([TrialRun(r, i % 3 == 0) for i, r in enumerate(runs)], judgments,
-                              prompts or {}),
+        "tasks": tasks, "appeals": appeals or [],
     }
 
 
@@ -107,10 +130,24 @@ def sample_data() -> dict[str, Any]:
                                                 diff_ci=None, mean=0.5, token_ci=None, ratio=None,
                                                 hint="needs 1 more task with an outcome in both arms", n=2),
                          pair_runs([(True, False), (True, True)]))
+    early = entry("early-tips", verdict("NEUTRAL", "early-stop", "first 4 tasks ended alike in both arms, tokens "
+                                        "x1.00 within x1.25 (stopped early)", diff_ci=(0.0, 0.0), mean=0.0,
+                                        token_ci=(0.95, 1.05), ratio=1.0, n=4,
+                                        hint="stopped early: the first 4 tasks ended alike in both arms; at least 5 "
+                                             "of the skipped tasks would all have to flip the same way to decide"),
+                  pair_runs([(True, True)] * 4), order=["t1", "t2", "t3", "t4", "t5", "t6"],
+                  prompts={"t5": "Task five.", "t6": "Task six."},
+                  checks={"t1": 'grep -qx "TOTAL-1" "$SKILL_COURT_ANSWER"', "t5": "test -s out.txt"})
+    hurts["appeals"] = [{"id": 7, "decision": "granted", "status": "new", "created_at": "2026-01-02T04:00:00Z",
+                         "reason": "the draft's verdict is NEUTRAL and beats the original's success",
+                         "draft_trial": "20260102T040000-draft001", "draft_verdict": "NEUTRAL",
+                         "applied_at": None, "undone_at": None, "skill_md": "skills/house-format/SKILL.md",
+                         "diff": "--- a/SKILL.md\n+++ b/SKILL.md\n@@ -1 +1 @@\n-Always round totals to the "
+                                 "nearest hundred.\n+Round totals only when asked.\n"}]
     return {"version": 1, "trial": "20260102T030405-abcd1234", "started_at": "2026-01-02T03:00:00Z",
             "generated_at": "2026-01-02T03:05:00Z", "models": ["m", "other-m"], "sandbox": "docker",
             "agent": "builtin", "judge_model": None, "store": ".skill-court/court.db", "spend_usd": 0.05,
             "early_stop_skipped_runs": 0, "errors": [],
             "quarantine": {"file": ".skill-court/quarantine.json", "set": [{"skill": "house-format", "model": "m"}],
                            "lifted": []},
-            "verdicts": [helps, hurts, cost, neutral, inconclusive]}
+            "verdicts": [helps, hurts, cost, neutral, inconclusive, early]}

@@ -13,11 +13,32 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.records import INCOMPLETE
-from pytest_skillcourt.report.html import (ANSWER_CHARS, PLOT_X0, PLOT_X1, TOKEN_AXIS_MAX, trial_data,
-                                           diff_plot, pair_entry, render_html, task_entries,
-                                           token_plot)
+from pytest_skillcourt.report.html import (
+    ANSWER_CHARS,
+    EARLY_STOP_WHY,
+    NOT_RUN_WHY,
+    PLOT_X0,
+    PLOT_X1,
+    TOKEN_AXIS_MAX,
+    diff_plot,
+    hint_text,
+    pair_entry,
+    render_html,
+    task_entries,
+    token_plot,
+    trial_data,
+)
 from pytest_skillcourt.trial import TrialResult, TrialRun
-from tests.support.html_sample import entry, judgment, pair_runs, rec, sample_data, verdict
+from tests.support.html_sample import (
+    HOSTILE,
+    LONG_OUTPUT,
+    entry,
+    judgment,
+    pair_runs,
+    rec,
+    sample_data,
+    verdict,
+)
 
 EVIL = "<script>alert('x')</script>"
 
@@ -81,16 +102,17 @@ def section(html: str, skill: str) -> str:
 def test_every_verdict_kind_is_written_with_its_colour_class() -> None:
     html = render_html(sample_data())
     table = html[html.index('<table class="verdicts">'):html.index("</table>")]
-    rows = re.findall(r'<tr class="(k-\w+)">.*?<a href="#v-\d">([\w-]+)</a>.*?<span class="badge k-\w+">'
-                      r'<span aria-hidden="true">.</span> ([A-Z ()a-z]+)</span>', table, re.S)
-    assert rows == [("k-helps", "csv-helper", "HELPS"), ("k-hurts", "house-format", "HURTS"),
-                    ("k-hurts", "verbose-tips", "HURTS (cost)"), ("k-neutral", "shell-tips", "NEUTRAL"),
-                    ("k-inconclusive", "rare-skill", "INCONCLUSIVE")]
+    rows = re.findall(r'<tr class="(k-\w+)"[^>]*>.*?<a href="#v-\d">([\w-]+)</a>.*?<span class="badge k-\w+">'
+                      r'<span aria-hidden="true">.</span> ([A-Z ()a-z]+)</span>', table, re.DOTALL)
+    # harmful first: HURTS, INCONCLUSIVE, NEUTRAL, HELPS, then by skill
+    assert rows == [("k-hurts", "house-format", "HURTS"), ("k-hurts", "verbose-tips", "HURTS (cost)"),
+                    ("k-inconclusive", "rare-skill", "INCONCLUSIVE"), ("k-neutral", "early-tips", "NEUTRAL (early stop)"),
+                    ("k-neutral", "shell-tips", "NEUTRAL"), ("k-helps", "csv-helper", "HELPS")]
     for skill, kind in [("csv-helper", "HELPS"), ("house-format", "HURTS"), ("shell-tips", "NEUTRAL"),
                         ("rare-skill", "INCONCLUSIVE")]:
         assert f'<p class="line">{kind}: ' in section(html, skill)
     # the tally counts every kind
-    assert "1 HELPS" in html and "2 HURTS" in html and "1 NEUTRAL" in html and "1 INCONCLUSIVE" in html
+    assert "1 HELPS" in html and "2 HURTS" in html and "2 NEUTRAL" in html and "1 INCONCLUSIVE" in html
     # Wilson intervals and the success difference interval are in the table
     assert '100% <span class="muted sub">70–100%</span>' in table
     assert '+1.00 <span class="muted sub">[+0.45, +1.00]</span>' in table
@@ -241,8 +263,8 @@ def test_pairs_show_outcomes_tokens_loading_cache_and_cut_answers() -> None:
     assert '<span class="o-failure">✗ failure</span> <span class="muted">(check exit 1)</span>' in hurts
     assert '<span class="o-success">✓ success</span> <span class="muted">(check exit 0)</span>' in hurts
     assert "120 <span class=\"muted\">(100+20)</span>" in hurts
-    assert "<td>yes</td>" in hurts and "<td>no</td>" in hurts
-    assert "<td>cached</td>" in hurts and "<td>fresh</td>" in hurts
+    assert '<td data-label="skill loaded">yes</td>' in hurts and '<td data-label="skill loaded">no</td>' in hurts
+    assert '<td data-label="cache">cached</td>' in hurts and '<td data-label="cache">fresh</td>' in hurts
     assert "r1: with ✗ / without ✓" in hurts
 
 
@@ -316,3 +338,100 @@ def test_trial_data_is_json_ready() -> None:
     assert json.loads(json.dumps(data))["trial"] == "T9"
     assert data["started_at"] == "2026-01-01T00:00:00Z" and data["sandbox"] == "local"
     assert "T9" in render_html(data)
+
+
+# --------------------------------------------------------------------------- the evidence of each run
+
+
+def test_each_run_shows_its_transcript_with_tool_calls_and_long_outputs_folded() -> None:
+    hurts = section(render_html(sample_data()), "house-format")
+    assert hurts.count('<details class="fold transcript">') == 6  # both arms of 3 pairs
+    assert "transcript (with): 5 messages" in hurts
+    assert 'tool call <code>terminal</code><pre>{&#34;command&#34;: &#34;cat sales.csv&#34;}</pre>' in hurts
+    # the 1,207-character tool output is folded behind its first line, whole inside
+    assert f"… ({len(LONG_OUTPUT)} characters)</summary><pre>{LONG_OUTPUT}</pre>" in hurts
+    assert '<div class="msg role-tool"><span class="role">tool</span>' in hurts
+
+
+def test_each_run_shows_the_check_command_exit_status_output_and_captured_files() -> None:
+    html = render_html(sample_data())
+    early = section(html, "early-tips")
+    assert 'check: <code>grep -qx &#34;TOTAL-1&#34; &#34;$SKILL_COURT_ANSWER&#34;</code>' in early
+    assert "check (with): <code>grep -qx" in early and "→ exit 0" in early
+    hurts = section(html, "house-format")
+    assert "→ exit 1</h4>" in hurts and "want TOTAL-1, got ok" in hurts
+    judged = section(html, "shell-tips")
+    assert "files the judge saw (with)" in judged and '<span class="mono">out/total.txt</span>' in judged
+    assert "total for j1" in judged and "binary, not shown to it: out/chart.png" in judged
+
+
+def test_early_stopped_tasks_are_listed_with_why_and_the_hint_counts_them() -> None:
+    early = section(render_html(sample_data()), "early-tips")
+    assert '<span class="label">2 tasks not run</span>' in early
+    assert early.count("<li><b>t5</b>: early stop: the first 4 tasks ended alike") == 1
+    assert "<li><b>t6</b>: early stop:" in early and "Task five." in early and "test -s out.txt" in early
+    # the verdict rule's "at least 5 of the skipped tasks" said against the 2 there are
+    assert "at least 5" not in early
+    assert ("the 2 skipped tasks could not decide it: even if all flipped the same way, 5 such tasks "
+            "would be needed") in early
+
+
+@pytest.mark.parametrize("skipped, words", [
+    (0, "no task was skipped"),
+    (1, "the 1 skipped task could not decide it: even if all flipped the same way, 5 such tasks"),
+    (5, "at least 5 of the 5 skipped tasks would all have to flip the same way to decide"),
+    (9, "at least 5 of the 9 skipped tasks would all have to flip"),
+])
+def test_hint_text_fits_the_number_of_skipped_tasks(skipped: int, words: str) -> None:
+    v = {"basis": "early-stop", "hint": "stopped early: the first 4 tasks ended alike in both arms; at least 5 "
+                                        "of the skipped tasks would all have to flip the same way to decide"}
+    assert words in (hint_text(v, skipped) or "")
+    assert hint_text({"basis": "success", "hint": "x"}, 3) == "x" and hint_text({"hint": None}, 2) is None
+
+
+def test_tasks_without_a_run_say_why() -> None:
+    runs = [TrialRun(r, False) for r in pair_runs([(True, False)] * 3)]
+    tasks = task_entries(runs, [], {}, order=["t1", "t2", "t3", "t4"], checks={"t4": "true"})
+    assert [t["skipped"] for t in tasks] == [None, None, None, NOT_RUN_WHY]
+    assert tasks[3]["check"] == "true" and tasks[3]["pairs"] == []
+    early = task_entries(runs, [], {}, order=["t1", "t2", "t3", "t4"], early_stop=True)
+    assert early[3]["skipped"] == EARLY_STOP_WHY
+
+
+def test_appeals_show_the_diff_the_drafts_trial_and_the_decision() -> None:
+    hurts = section(render_html(sample_data()), "house-format")
+    assert "<h3>Appeals</h3>" in hurts and "<b>Appeal 7</b>: GRANTED" in hurts
+    assert "draft's trial 20260102T040000-draft001: NEUTRAL" in hurts
+    assert "+Round totals only when asked." in hurts and "skills/house-format/SKILL.md" in hurts
+
+
+def test_verdicts_are_harmful_first_and_the_page_can_sort_and_filter() -> None:
+    html = render_html(sample_data())
+    order = re.findall(r'<section class="verdict k-\w+" id="v-\d+" data-kind="(\w+)" data-skill="([\w-]+)"', html)
+    assert [k for k, _ in order] == ["HURTS", "HURTS", "INCONCLUSIVE", "NEUTRAL", "NEUTRAL", "HELPS"]
+    for control in ('id="f-kind"', 'id="f-text"', 'id="f-sort"', '<option value="HURTS">HURTS</option>'):
+        assert control in html
+    assert '@media (max-width: 720px)' in html and 'td[data-label]::before' in html
+
+
+def test_hostile_run_text_is_escaped_in_transcripts_checks_files_and_appeals() -> None:
+    data = sample_data()
+    hurts = data["verdicts"][1]
+    run = hurts["tasks"][0]["pairs"][0]["with"]
+    run["transcript"][1]["text"] = f"user {HOSTILE}"
+    run["transcript"][2]["calls"] = [{"name": f"tool{HOSTILE}", "arguments": f"args {HOSTILE}"}]
+    run["transcript"][3]["role"] = f"role{HOSTILE}"
+    run["check_output"] = f"check {HOSTILE}"
+    run["captured"] = [{"path": f"path{HOSTILE}", "text": f"file {HOSTILE}", "chars": 9}]
+    run["captured_binary"] = [f"bin{HOSTILE}"]
+    hurts["tasks"][0]["check"] = f"cmd {HOSTILE}"
+    hurts["appeals"][0]["diff"] = f"+diff {HOSTILE}"
+    hurts["appeals"][0]["reason"] = f"reason {HOSTILE}"
+    hurts["model"] = f"m{HOSTILE}"
+    html = render_html(data)
+    escaped = "&lt;/pre&gt;&lt;/details&gt;&lt;/td&gt;&lt;/tr&gt;&lt;/table&gt;&lt;script&gt;alert(&#39;run&#39;)"
+    for where in ("user ", "tool", "args ", "role", "check ", "path", "file ", "bin", "cmd ", "+diff ", "reason ", "m"):
+        assert f"{where}{escaped}" in html, where
+    page = parse(html)
+    assert "<script>alert" not in html and sum(1 for tag, _ in page.tags if tag == "script") == 1
+    assert '<div class="msg role-other">' in html  # an unknown role never becomes a class name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -49,16 +50,30 @@ def hurts_result() -> TrialResult:
 def test_json_holds_the_verdicts_and_every_run(tmp_path: Path) -> None:
     path = json_report.write_json(hurts_result(), tmp_path / "out" / "r.json")
     doc = json.loads(path.read_text())
-    assert doc["version"] == 2 and doc["trial"] == "T1" and doc["spend_usd"] == 0.0812
+    assert doc["schema_version"] == doc["version"] == 3 and doc["trial"] == "T1" and doc["spend_usd"] == 0.0812
     assert doc["quarantine"]["set"] == [{"skill": "house-format", "model": "m"}]
     [v] = doc["verdicts"]
     assert v["verdict"]["kind"] == "HURTS" and v["cause"]["line"] == "Always write TOTAL-<n>"
     assert len(v["runs"]) == 8
     first = v["runs"][0]
-    assert first["arm"] == "with" and first["outcome"] is False and first["check"] == {"exit": 1, "output": "no match"}
+    assert first["arm"] == "with" and first["outcome"] is False and first["check"] == {"command": None, "exit": 1, "output": "no match"}
     assert first["transcript"][1] == {"role": "assistant", "content": "a"}
     assert sum(r["cached"] for r in v["runs"]) == 2
 
+
+
+def test_json_v3_names_checks_and_the_tasks_not_run(tmp_path: Path) -> None:
+    result = hurts_result()
+    suite = result.outcomes[0].target.suite_rel
+    result = dataclasses.replace(
+        result, prompts={suite: (*result.prompts[suite], ("t5", "Question t5"))},
+        checks={suite: (("t1", 'grep -qx TOTAL-1 "$SKILL_COURT_ANSWER"'), ("t5", "test -s out"))})
+    doc = json.loads(json_report.write_json(result, tmp_path / "r.json").read_text())
+    [v] = doc["verdicts"]
+    assert v["runs"][0]["check"]["command"] == 'grep -qx TOTAL-1 "$SKILL_COURT_ANSWER"'
+    assert [(t["task"], t["runs"], t["not_run"]) for t in v["tasks"]] == [
+        ("t1", 2, None), ("t2", 2, None), ("t3", 2, None), ("t4", 2, None), ("t5", 0, json_report.NOT_RUN)]
+    assert v["tasks"][4]["check"] == "test -s out"
 
 class FakeTerminal:
     def __init__(self, verbose: int = 0) -> None:
