@@ -485,9 +485,11 @@ class SkillCourt:
                                                         model=o.target.model))
                 for o in self.outcomes}
         prompts: dict[str, tuple[tuple[str, str], ...]] = {}
+        checks: dict[str, tuple[tuple[str, str], ...]] = {}
         for o in self.outcomes:
             try:
                 prompts[o.target.suite_rel] = tuple((t.id, t.prompt) for t in self.suite(o.target.suite_rel).tasks)
+                checks[o.target.suite_rel] = tuple((t.id, t.check or "") for t in self.suite(o.target.suite_rel).tasks)
             except Exception:  # the reports still show the runs without their prompts
                 prompts[o.target.suite_rel] = ()
         changed, lifted = self.quarantine_changes
@@ -500,7 +502,7 @@ class SkillCourt:
             errors=tuple(self.errors),
             quarantined=tuple((e.skill, e.model) for e in changed),
             lifted=tuple((e.skill, e.model) for e in lifted),
-            runs=runs, prompts=prompts)
+            runs=runs, prompts=prompts, checks=checks)
 
 
 #: The running court (only with --skill-court), as junitxml keeps ``xml_key`` beside ``LogXML``.
