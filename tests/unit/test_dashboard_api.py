@@ -5,6 +5,7 @@ The tab in the real dashboard and Chromium is ``tests/e2e/test_dashboard.py``.""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from collections.abc import Iterator
@@ -269,3 +270,16 @@ def test_install_refuses_a_config_it_cannot_edit(tmp_path: Path, capsys: pytest.
 def test_hermes_without_a_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["hermes"]) == 2
     assert "install" in capsys.readouterr().err
+
+
+def test_hermes_court_hermes_install_uses_the_profiles_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``hermes court`` mirrors every command: ``hermes court hermes install`` installs into the
+    Hermes home Hermes itself resolves ($HERMES_HOME here)."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "profile"))
+    parser = argparse.ArgumentParser(prog="hermes court")
+    cli.configure_parser(parser, commands=cli.HERMES_COMMANDS, prog="hermes court")
+    assert cli.run(parser.parse_args(["hermes", "install"])) == 0
+    assert "enabled now" in capsys.readouterr().out
+    assert (tmp_path / "profile" / "plugins" / "skill-court" / "dashboard" / "manifest.json").is_file()
+    assert "skill-court" in yaml.safe_load((tmp_path / "profile" / "config.yaml").read_text())["plugins"]["enabled"]
