@@ -39,6 +39,8 @@ from pytest_skillcourt.quarantine import (
     read_entries,
     release,
 )
+from pytest_skillcourt.scaffold import SKILL as SCAFFOLD_SKILL
+from pytest_skillcourt.scaffold import InitError, plan_init, write_init
 from pytest_skillcourt.skills import LibraryError, load_library
 from pytest_skillcourt.stats.verdict import VerdictKind
 from pytest_skillcourt.trial_cli import EPILOG as TRIAL_EPILOG
@@ -129,6 +131,64 @@ def _out(text: str = "") -> None:
 
 def _err(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+# -- init -------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Lay a minimal library, one suite and the ini lines; say the next command."""
+    root = Path(args.folder).expanduser().resolve()
+    try:
+        plan = plan_init(root)
+        written = write_init(plan, force=args.force)
+    except InitError as exc:
+        _err(f"{_prog(args)} init: {exc}")
+        return EXIT_USAGE
+    rel = [str(p.relative_to(root)) for p in written]
+    next_command = "pytest --skill-court"
+    if args.as_json:
+        _out(json.dumps({"folder": str(root), "written": rel,
+                         "add_to_config": {"file": str(plan.config), "lines": list(plan.ini_lines)} if plan.config else None,
+                         "next": next_command}, indent=2))
+        return EXIT_OK
+    for name in rel:
+        _out(f"wrote {name}")
+    if plan.config is not None:
+        section = "[tool.pytest.ini_options]" if plan.config.name == "pyproject.toml" else (
+            "[tool:pytest]" if plan.config.name == "setup.cfg" else "[pytest]")
+        _out(f"{plan.config.name} exists, so it was left alone: add to its {section} section")
+        quote = plan.config.name == "pyproject.toml"
+        for line in plan.ini_lines:
+            key, _, value = line.partition(" = ")
+            _out(f"    {key} = {json.dumps(value) if quote else value}")
+    _out()
+    _out("Next: give the court a model and run the trial (one run with and one without the skill per task):")
+    _out("    export OPENAI_API_KEY=...        # or SKILL_COURT_API_KEY with --skill-court-base-url URL")
+    _out(f"    {next_command}")
+    _out("Edit skills/ and skills_tests/ to try your own skills (README, \"Writing suites\").")
+    return EXIT_OK
+
+
+@subcommand("init")
+def _parser_init(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "init",
+        help="start a project: a small skill library, one suite, the ini lines",
+        description=_wrap(
+            f"Lay skills/{SCAFFOLD_SKILL}/SKILL.md (one skill), skills_tests/{SCAFFOLD_SKILL}.yaml (three "
+            "replay tasks with checks) and the skill_court_* ini lines (a new pytest.ini, or the lines "
+            "to add when the folder already has a pytest configuration), then say the next command. "
+            "Nothing is overwritten unless --force."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("folder", nargs="?", default=".", help="the project folder (default: the current one)")
+    parser.add_argument("--force", action="store_true", help="replace files init would write that exist")
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help='print {"folder", "written", "add_to_config", "next"} as JSON')
+    parser.set_defaults(court_handler=cmd_init)
 
 
 # -- list -------------------------------------------------------------------------
@@ -276,6 +336,9 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     from pytest_skillcourt.sandbox import cleanup_leftovers
 
     removed = cleanup_leftovers(older_than_s=args.older_than)
+    if args.as_json:
+        _out(json.dumps({"removed": list(removed)}, indent=2))
+        return EXIT_OK
     for name in removed:
         _out(f"removed {name}")
     _out(f"Removed {len(removed)} leftover sandbox{'es' if len(removed) != 1 else ''}.")
@@ -301,6 +364,8 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
         "--older-than", metavar="SECONDS", type=float, default=0.0,
         help="spare sandboxes created less than SECONDS ago (default 0: remove every leftover)",
     )
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help='print {"removed": [names]} as JSON')
     parser.set_defaults(court_handler=cmd_cleanup)
 
 

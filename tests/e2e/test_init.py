@@ -1,0 +1,77 @@
+"""``skill-court init`` then a trial: a newcomer's first two commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_skillcourt import cli
+from pytest_skillcourt.scaffold import SKILL
+from tests.support.builders import run_court
+from tests.support.llm_server import LLMServer, RecordedRequest, Reply
+from tests.support.sandbox_image import require_bwrap
+
+ANSWERS = {"apples": 42, "invoice": 525, "words": 5}
+
+
+def test_init_then_a_trial_finds_the_skill_helps(pytester: pytest.Pytester, server: LLMServer,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    require_bwrap()
+    assert cli.main(["init", str(pytester.path)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote pytest.ini" in out and "Next:" in out and "pytest --skill-court" in out
+
+    def model(request: RecordedRequest) -> Reply:  # follows the skill's rule only when it sees it
+        texts = "\n".join(request.texts())
+        n = next(v for k, v in ANSWERS.items() if k in texts.lower())
+        return Reply(content=f"The total is {n}.\nTOTAL: {n}" if SKILL in texts else f"The total is {n}.")
+
+    server.set_handler(model)
+    monkeypatch.setenv("SKILL_COURT_API_KEY", "sk-test")
+    result = run_court(pytester, "--skill-court-model", "custom/test-model", "--skill-court-base-url",
+                       server.base_url, "--skill-court-sandbox", "local", "--skill-court-allow-unpriced")
+    result.stdout.fnmatch_lines([f"*{SKILL}*HELPS*"])
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_init_leaves_an_existing_configuration_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "pyproject.toml"
+    config.write_text("[project]\nname = 'mine'\n")
+    assert cli.main(["init", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["written"] == [f"skills/{SKILL}/SKILL.md", f"skills_tests/{SKILL}.yaml"]
+    assert report["add_to_config"]["file"] == str(config)
+    assert "skill_court_skills = skills" in report["add_to_config"]["lines"]
+    assert config.read_text() == "[project]\nname = 'mine'\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text("[project]\nname = 'other'\n")
+    assert cli.main(["init", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "pyproject.toml exists, so it was left alone: add to its [tool.pytest.ini_options] section" in out
+    assert '    skill_court_skills = "skills"' in out  # TOML wants the value quoted
+    assert not (other / "pytest.ini").exists()
+
+
+def test_init_writes_nothing_over_existing_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "skills_tests" / f"{SKILL}.yaml"
+    suite.parent.mkdir()
+    suite.write_text("skill: mine\n")
+    assert cli.main(["init", str(tmp_path)]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"already has skills_tests/{SKILL}.yaml; nothing was written" in err and "--force" in err
+    assert not (tmp_path / "skills").exists() and not (tmp_path / "pytest.ini").exists()
+    assert suite.read_text() == "skill: mine\n"
+    assert cli.main(["init", str(tmp_path), "--force"]) == 0
+    assert suite.read_text().startswith("# Replay tasks for skills/house-totals")
+
+
+def test_init_refuses_a_file_where_a_folder_must_go(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "skills").write_text("not a folder")
+    assert cli.main(["init", str(tmp_path)]) == cli.EXIT_USAGE
+    assert "skills: is a file, but init needs a folder there" in capsys.readouterr().err
+    assert cli.main(["init", str(tmp_path / "skills")]) == cli.EXIT_USAGE
+    assert "is a file, not a folder" in capsys.readouterr().err
