@@ -81,6 +81,45 @@ def test_html_report_end_to_end(pytester: pytest.Pytester, server: LLMServer) ->
     assert again.count('class="pair-start"') == 3 and "misled the model" in again
 
 
+def test_early_stopped_tasks_reach_the_page_and_the_json(pytester: pytest.Pytester, server: LLMServer,
+                                                         tmp_path: Path) -> None:
+    """Six tasks whose first four end alike: the page lists t5 and t6 as early-stopped with why,
+    the hint counts the 2 skipped tasks, each run shows its check command and transcript, and
+    the JSON (schema 3) says the same; the page has no horizontal overflow at 420 px."""
+    require_bwrap()
+    server.set_handler(lambda r: Reply(content=f"TOTAL-{question_number(r)}", input_tokens=100, output_tokens=20))
+    write_skill(pytester.path / "skills", "house-format", "How we format totals")
+    write_suite(pytester.path, "house-format",
+                [task(f"t{i}", f"Question {i}: give the total.", ANSWER_CHECK.format(value=f"TOTAL-{i}"))
+                 for i in range(1, 7)])
+    pytester.makefile(".ini", pytest=ini(server.base_url))
+    result = run_court(pytester, "--skill-court-html", "report.html", "--skill-court-json", "report.json",
+                       junitxml=None)
+    result.assert_outcomes(passed=9, skipped=4)
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="label">2 tasks not run</span>' in page
+    assert "<li><b>t5</b>: early stop: the first 4 tasks ended alike" in page and "<li><b>t6</b>: early stop" in page
+    assert "the 2 skipped tasks could not decide it" in page and "at least 5 of the skipped" not in page
+    assert 'check: <code>grep -qx &#34;TOTAL-1&#34; &#34;$SKILL_COURT_ANSWER&#34;</code>' in page
+    assert "transcript (with): " in page and "Question 1: give the total." in page
+    doc = json.loads((pytester.path / "report.json").read_text())
+    assert doc["schema_version"] == 3
+    [v] = doc["verdicts"]
+    assert [(t["task"], t["runs"], t["not_run"] is not None) for t in v["tasks"]] == [
+        ("t1", 2, False), ("t2", 2, False), ("t3", 2, False), ("t4", 2, False), ("t5", 0, True), ("t6", 0, True)]
+    assert v["runs"][0]["check"]["command"] == 'grep -qx "TOTAL-1" "$SKILL_COURT_ANSWER"'
+    assert v["runs"][0]["transcript"][-1]["content"] == "TOTAL-1"
+    b = Browser(420, 900)
+    try:
+        b.goto((pytester.path / "report.html").as_uri())
+        b.click("#open-all")
+        width, inner = b.overflow()
+        assert width <= inner, f"the page is {width} px wide at {inner} px"
+        assert "t5: early stop" in b.js("document.querySelector('.skipped-tasks').innerText")
+    finally:
+        b.close()
+
+
 # --------------------------------------------------------------------------- headless Chromium
 
 
