@@ -103,6 +103,12 @@ def test_the_tab_lists_verdicts_harmful_first_with_their_evidence(served: tuple[
     height = browser.js("document.querySelector('.sc-page').scrollHeight")
     browser.resize(1400, min(int(height) + 150, 6000))
     browser.screenshot("dashboard-1400.png")
+    # the trial's report page, inside the tab (a sandboxed frame: no script of it runs)
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="evidence"]')
+    frame = browser.wait("document.querySelector('iframe.sc-frame') && document.querySelector('iframe.sc-frame').srcdoc",
+                         what="the report frame")
+    assert "Skill court" in frame and "transcript (with)" in frame
+    assert browser.js("document.querySelector('iframe.sc-frame').getAttribute('sandbox')") == ""
     browser.resize(420, 900)
     time.sleep(0.3)
     width, inner = browser.overflow()
