@@ -11,6 +11,7 @@ selected, through ``workeroutput``.
 from __future__ import annotations
 
 import hashlib
+import signal
 import threading
 import time
 from pathlib import Path
@@ -41,6 +42,27 @@ from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the session is, so it stops as on Ctrl-C: the run in
+    flight closes its sandbox (``run.execute_run``'s ``finally``), finished runs stay."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # a second SIGTERM while cleaning up kills at once, as the default would
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated("SIGTERM")
+
+
+def catch_sigterm() -> Any:
+    """Make SIGTERM stop the session like SIGINT; returns the handler it replaced (None
+    when it left it alone: not the main thread, or a handler of someone else's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 #: The exit status of a session in which the model never answered any run: not a
 #: verdict on any skill, so neither a pass (0) nor a failed test (1).
 EXIT_NO_ANSWER = 6
@@ -75,6 +97,7 @@ class SkillCourt:
         self.judging_started: float | None = None
         #: set when every run of the session got no reply from the model
         self.never_answered = False
+        self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
         #: suite files this process collected (none: the summary says how to add them)
         self.suite_files = 0
 
@@ -142,6 +165,7 @@ class SkillCourt:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.config.option.collectonly:
             return  # listing items needs no model key, no sandbox and no store
+        self._sigterm = catch_sigterm()
         for label in self.settings.models:
             try:
                 self.model(label)
@@ -399,6 +423,8 @@ class SkillCourt:
         try:
             self._judgments_into_junit(config)
         finally:
+            if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, self._sigterm)
             stop_gateway()  # if an agent inside a sandbox started it
             if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
                 self._store.close()
