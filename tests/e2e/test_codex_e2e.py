@@ -168,80 +168,58 @@ def test_codex_reaches_helps_hurts_and_neutral(pytester: pytest.Pytester, server
     assert sum(int(v["input_tokens"]) // TOKENS[0] for v in runs.values()) == len(codex_calls) == 36
 
 
-# -- the switched-off skill, from what Codex sent ------------------------------------------------
+# -- from inside a sandbox: the isolation, and the switched-off skill -------------------------------
 
-
-def test_a_switched_off_skill_is_neither_listed_nor_inserted_and_its_file_is_still_there(
-        pytester: pytest.Pytester, server: LLMServer, codex_setup: str) -> None:
-    """``[[skills.config]] enabled = false`` (the without arm): Codex leaves the skill out of its
-    listing and does not insert it for a ``$NAME`` mention (an enabled one it does); a shell read
-    of its SKILL.md still prints it, as in a real installation, and the run's record says so."""
-    seen: dict[str, RecordedRequest] = {}
-
-    def handler(request: RecordedRequest) -> Reply:
-        arm = "with" if "hidden-skill" in listed(request) else "without"
-        if turn(request) == 0:
-            seen[arm] = request
-            return Reply(tool_calls=(read_skill("hidden-skill"),))
-        seen[arm + "-read"] = request
-        return Reply(content="TOTAL-1")
-
-    server.set_handler(handler)
-    write_skill(pytester.path / "skills", "hidden-skill", "The skill under test", "Hidden body line.")
-    write_skill(pytester.path / "skills", "other-skill", "Another skill", "Other body line.")
-    write_suite(pytester.path, "hidden-skill", [task("t1", "Question 1: use $hidden-skill and $other-skill.",
-                                                     CHECK.format(value="TOTAL-1"))])
-    pytester.makefile(".ini", pytest=court_ini(server.base_url, codex_setup))
-    run_court(pytester)
-    assert sorted(seen) == ["with", "with-read", "without", "without-read"], sorted(seen)
-    inserted = {arm: re.findall(r"<skill>\s*<name>([^<]+)</name>", "\n".join(seen[arm].texts()))
-                for arm in ("with", "without")}
-    assert sorted(inserted["with"]) == ["hidden-skill", "other-skill"]
-    assert inserted["without"] == ["other-skill"]
-    assert "hidden-skill" not in listed(seen["without"]) and "other-skill" in listed(seen["without"])
-    assert "Hidden body line." not in "\n".join(seen["without"].texts())
-    assert "Hidden body line." in (shell_output(seen["without-read"]) or "")
-    props = junit_properties(pytester.path / "junit.xml")
-    assert props["skills_tests.hidden-skill.yaml::t1[without]"]["skill_loaded"] == "true"
-
-
-# -- from inside a sandbox ----------------------------------------------------------------------
+HIDDEN_BODY = "Probe body line."
 
 
 @pytest.mark.parametrize("backend", ["docker", "local"])
-def test_from_inside_the_sandbox_only_the_gateway_answers(pytester: pytest.Pytester, server: LLMServer,
-                                                          codex_setup: str, backend: str,
-                                                          request: pytest.FixtureRequest) -> None:
-    """The Claude Code tests' probe, run by Codex's shell tool, from a Docker and a bubblewrap sandbox."""
+def test_from_inside_the_sandbox_only_the_gateway_answers_and_the_hidden_skill_is_off(
+        pytester: pytest.Pytester, server: LLMServer, codex_setup: str, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """The Claude Code tests' probe, run by Codex's shell tool from a Docker and a bubblewrap
+    sandbox, followed by a read of the skill under test's SKILL.md.
+
+    The task mentions ``$probe-skill`` and ``$other-skill``.  In the ``without`` arm
+    (``[[skills.config]] enabled = false``) Codex neither lists the skill nor inserts it for
+    the mention (it does insert the enabled one); the shell read still prints the file, as in
+    a real installation, and the run's record says the skill was loaded.
+    """
     if backend == "local":
         require_bwrap()
     other_port, hits = request.getfixturevalue("other_service")
-    outputs: list[str] = []
+    first: dict[str, RecordedRequest] = {}
+    outputs: dict[str, str] = {}
 
-    def handler(request: RecordedRequest) -> Reply:
-        if turn(request) == 0:
+    def handler(req: RecordedRequest) -> Reply:
+        arm = "with" if "probe-skill" in listed(req) else "without"
+        if turn(req) == 0:
+            first[arm] = req
             # A token of another run, from this same gateway: it must not work on this run's socket.
             gateway = sandboxed._gateway
             assert gateway is not None
-            grant = gateway.open_run(f"other-{len(outputs)}-{time.monotonic()}",
-                                     ModelSpec(label="custom/test-model", provider="custom", name="test-model",
-                                               base_url=server.base_url), agent_base_url="http://127.0.0.1:9")
+            grant = gateway.open_run(f"other-{arm}-{time.monotonic()}", ModelSpec(label="custom/test-model", provider="custom",
+                                                               name="test-model", base_url=server.base_url),
+                                     agent_base_url="http://127.0.0.1:9")
             command = PROBE.format(server_port=server.port, other_port=other_port, host_ip=_host_ip(),
                                    port=FORWARDER_PORT, other_token=grant.token)
             command = command.replace('os.environ["ANTHROPIC_API_KEY"]', 'os.environ["OPENAI_API_KEY"]')
+            command += "cat ~/.codex/skills/probe-skill/SKILL.md\n"
             return Reply(tool_calls=(ToolCall("exec_command", {"cmd": command}),))
-        outputs.append(shell_output(request) or "")
+        outputs[arm] = shell_output(req) or ""
         return Reply(content="TOTAL-1")
 
     server.set_handler(handler)
-    write_skill(pytester.path / "skills", "probe-skill", "A skill that is there")
-    write_suite(pytester.path, "probe-skill", [task("t1", "Question 1: probe.", CHECK.format(value="TOTAL-1"))])
+    write_skill(pytester.path / "skills", "probe-skill", "A skill that is there", HIDDEN_BODY)
+    write_skill(pytester.path / "skills", "other-skill", "Another skill", "Other body line.")
+    write_suite(pytester.path, "probe-skill", [task("t1", "Question 1: probe, with $probe-skill and $other-skill.",
+                                                    CHECK.format(value="TOTAL-1"))])
     pytester.makefile(".ini", pytest=court_ini(server.base_url, codex_setup, sandbox=backend))
     result = run_court(pytester)
     assert server.errors == []
     result.assert_outcomes(passed=3)
-    assert len(outputs) == 2  # one probe per arm
-    for output in outputs:
+    assert sorted(first) == sorted(outputs) == ["with", "without"]  # one probe per arm
+    for output in outputs.values():
         env = output.split("ENV-BEGIN", 1)[1].split("ENV-END", 1)[0]
         assert REAL_KEY not in env and "SKILL_COURT_API_KEY" not in env
         token = re.search(r"^OPENAI_API_KEY=(\S+)$", env, re.MULTILINE)
@@ -251,11 +229,22 @@ def test_from_inside_the_sandbox_only_the_gateway_answers(pytester: pytest.Pytes
         assert len(reach) == 4 and set(reach.values()) == {"failed"}, output
         assert "GATEWAY own 200" in output, output
         assert "GATEWAY other 401" in output, output
+        assert HIDDEN_BODY in output  # the file is there in both arms
     assert hits == []  # the other host service was never reached
     # The probe's /v1/models and the model calls are all that reached the server; all via the gateway.
     assert [r.path.split("?")[0] for r in server.all_requests if r.api != RESPONSES] == ["/v1/models"] * 2
     assert all(r.headers.get("authorization") == f"Bearer {REAL_KEY}" for r in server.chat_requests(api=RESPONSES))
     assert all(r.headers.get("x-api-key") == REAL_KEY for r in server.all_requests if r.api != RESPONSES)
+    # The switched-off skill, from what Codex sent.
+    inserted = {arm: re.findall(r"<skill>\s*<name>([^<]+)</name>", "\n".join(req.texts()))
+                for arm, req in first.items()}
+    assert sorted(inserted["with"]) == ["other-skill", "probe-skill"], inserted
+    assert inserted["without"] == ["other-skill"], inserted
+    assert "other-skill" in listed(first["without"]) and "probe-skill" not in listed(first["without"])
+    assert HIDDEN_BODY in "\n".join(first["with"].texts())
+    assert HIDDEN_BODY not in "\n".join(first["without"].texts())
+    props = junit_properties(pytester.path / "junit.xml")
+    assert props["skills_tests.probe-skill.yaml::t1[without]"]["skill_loaded"] == "true"  # it read the file
 
 
 # -- the model-call limit ------------------------------------------------------------------------
@@ -264,7 +253,8 @@ def test_from_inside_the_sandbox_only_the_gateway_answers(pytester: pytest.Pytes
 def test_the_61st_model_call_is_refused_and_the_run_did_not_complete(pytester: pytest.Pytester,
                                                                      server: LLMServer,
                                                                      codex_setup: str) -> None:
-    server.set_handler(lambda request: Reply(tool_calls=(ToolCall("exec_command", {"cmd": "true"}),),
+    # get_goal: one of Codex's own tools, answered in process (a shell command per call is slower)
+    server.set_handler(lambda request: Reply(tool_calls=(ToolCall("get_goal", {}),),
                                              input_tokens=TOKENS[0], output_tokens=TOKENS[1]))
     write_skill(pytester.path / "skills", "loop-skill", "A skill")
     write_suite(pytester.path, "loop-skill", [task("t1", "Question 1: loop.", CHECK.format(value="TOTAL-1"))],
