@@ -34,6 +34,8 @@ def test_the_wheel_holds_the_license_types_and_data(dists: dict[str, Path]) -> N
     assert "pytest_skillcourt/templates/report.html.j2" in names
     assert "pytest_skillcourt/schemas/quarantine.schema.json" in names
     assert "pytest_skillcourt/agent/presets/claude-code-plain.yaml" in names  # the command runner's
+    for plugin_file in ("manifest.json", "dist/index.js", "dist/style.css"):  # the dashboard tab's
+        assert f"pytest_skillcourt/dashboard/plugin/{plugin_file}" in names, plugin_file
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(dists["wheel"]).read(meta).decode()
