@@ -331,7 +331,7 @@ class CodexRunner:
 def _stderr_tail(stderr: str) -> str:
     """The end of Codex's stderr for an error message ("" when it said nothing)."""
     text = stderr.strip()
-    return f"; stderr: {text[-500:]}" if text and text != "Reading prompt from stdin..." else ""
+    return f"; stderr: {text[-500:]}" if text else ""
 
 
 #: The registered ``codex`` runner.
