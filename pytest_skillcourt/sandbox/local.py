@@ -411,14 +411,16 @@ class LocalSandbox(Sandbox):
     ) -> ExecResult:
         if self._closed:
             raise SandboxError(f"local sandbox {self.name}: exec after close")
-        argv = self._argv(command, timeout, self._env(env))
-        return self._run(argv, timeout=timeout, stdin=stdin, output_limit=output_limit, binary=binary,
-                         binary_limit=binary_limit)
+        full_env = self._env(env)
+        argv = self._argv(command, timeout, full_env)
+        return self._run(argv, env=full_env, timeout=timeout, stdin=stdin, output_limit=output_limit,
+                         binary=binary, binary_limit=binary_limit)
 
     def _run(
         self,
         argv: list[str],
         *,
+        env: Mapping[str, str],
         timeout: float,
         stdin: bytes | None,
         output_limit: int,
@@ -445,7 +447,9 @@ class LocalSandbox(Sandbox):
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # so an overrun kills bwrap and its children
                 cwd="/",
-                env={"PATH": os.environ.get("PATH", BASE_ENV["PATH"])},
+                # bwrap's own environment is what pid 1 of the jail (its reaper) shows in
+                # /proc/1/environ: the exec's, never the host's (its tools are absolute paths)
+                env=dict(env),
                 **kwargs,
             )
         except OSError as exc:
@@ -495,7 +499,7 @@ class LocalSandbox(Sandbox):
             return
         data = tar_of_files(files)
         result = self._run(
-            self._argv("tar -x -m -f - -C /", 120, self._env(None)),
+            self._argv("tar -x -m -f - -C /", 120, self._env(None)), env=self._env(None),
             timeout=120, stdin=data, output_limit=DEFAULT_OUTPUT_LIMIT, binary=False,
         )
         if not result.ok:
