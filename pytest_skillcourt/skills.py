@@ -7,6 +7,17 @@ the last ``name:`` wins), so a skill is named here as Hermes names it.
 Categories follow Hermes' index: ``skills/<cat>/<name>/SKILL.md`` is in
 ``<cat>``; a top-level ``skills/<name>/SKILL.md`` is its own category.
 
+Skills are found as Hermes 0.19.0's ``agent.skill_utils.iter_skill_index_files``
+finds them: every folder holding a ``SKILL.md``, below any folder but
+Hermes' excluded ones (``EXCLUDED_DIRS``: ``.git``, ``node_modules``, ...)
+and, directly inside a skill, its support folders (``SUPPORT_DIRS``:
+``references/`` ...), so a skill nested in another skill's folder is a skill
+too.  A category's ``DESCRIPTION.md`` (frontmatter ``description:``) is kept
+for the index (``Skill.category_description``).  Which skills Hermes offers
+where (``platforms:``, ``environments:``, ``metadata.hermes.requires_*`` /
+``fallback_for_*``) is :func:`offered` (docs/architecture.md, "How the
+built-in agent shows a library").
+
 What a skill's folder holds is decided once, by ``trees.tree_files`` with the
 library root as the boundary: symbolic links (a linked skill folder, a linked
 SKILL.md, links inside a skill) are followed while they stay inside the
@@ -27,19 +38,29 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import warnings
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from . import safe_yaml
 from .trees import TreeError, is_junk, tree_files
 
-#: Folders that never hold skills (Hermes skips the same kind of folders).
-_SKIP_DIRS = frozenset({
-    ".git", ".hub", ".venv", "venv", "node_modules", "__pycache__",
-    "references", "templates", "assets", "scripts",
+#: Folders that never hold skills, at any depth (Hermes 0.19.0's ``EXCLUDED_SKILL_DIRS``).
+EXCLUDED_DIRS = frozenset({
+    ".git", ".github", ".hub", ".archive", ".venv", "venv", "node_modules", "site-packages",
+    "__pycache__", ".tox", ".nox", ".pytest_cache", ".mypy_cache", ".ruff_cache",
 })
+#: A skill's support folders: its files, never skills of their own (Hermes' ``SKILL_SUPPORT_DIRS``).
+SUPPORT_DIRS = frozenset({"references", "templates", "assets", "scripts"})
+#: Hermes' ``platforms:`` names and the ``sys.platform`` prefix each stands for.
+PLATFORM_MAP = {"macos": "darwin", "linux": "linux", "windows": "win32"}
+#: The ``environments:`` tags Hermes knows; any other tag never hides a skill.
+KNOWN_ENVIRONMENTS = frozenset({"kanban", "docker", "s6"})
+#: ``/proc/1/cgroup`` and mount-table markers of a container (Hermes' ``is_container``).
+_CONTAINER_MARKERS = ("docker", "podman", "/lxc/", "kubepods", "containerd", "crio")
 
 #: Hermes cuts descriptions in the skills index to this many characters.
 INDEX_DESCRIPTION_LIMIT = 60
@@ -59,8 +80,7 @@ class LibraryWarning(UserWarning):
 
 def _split(content: str) -> tuple[str | None, str]:
     """(raw frontmatter or None, body), the fences exactly as Hermes finds them."""
-    if content.startswith("\ufeff"):
-        content = content[1:]
+    content = content.removeprefix("\ufeff")
     if not content.startswith("---"):
         return None, content
     end = re.search(r"\n---\s*\n", content[3:])
@@ -86,7 +106,7 @@ def _parse(content: str) -> tuple[dict[str, Any], str, safe_yaml.YamlLimitError 
         _, parsed = safe_yaml.load(raw)
     except safe_yaml.YamlLimitError as err:
         return _lines_front(raw), body, err
-    except Exception:  # Hermes falls back on any failure (a bad timestamp is a ValueError)
+    except Exception:  # noqa: BLE001  Hermes falls back on any failure (a bad timestamp is a ValueError)
         return _lines_front(raw), body, None
     return (parsed if isinstance(parsed, dict) else {}), body, None
 
@@ -109,6 +129,96 @@ def index_description(front: dict[str, Any]) -> str:
     desc = str(raw).strip().strip("'\"")
     limit = INDEX_DESCRIPTION_LIMIT
     return desc[: limit - 3] + "..." if len(desc) > limit else desc
+
+
+def _listed(value: Any) -> list[Any]:
+    """A frontmatter list field as Hermes iterates it: a lone value is a list of one."""
+    if not value:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def matches_platform(front: Mapping[str, Any]) -> bool:
+    """Hermes' ``skill_matches_platform``: no ``platforms:``, or one naming this OS."""
+    platforms = _listed(front.get("platforms"))
+    if not platforms:
+        return True
+    termux = bool(os.getenv("TERMUX_VERSION") or "com.termux/files/usr" in os.getenv("PREFIX", ""))
+    for platform in platforms:
+        wanted = str(platform).lower().strip()
+        mapped = PLATFORM_MAP.get(wanted, wanted)
+        if sys.platform.startswith(mapped) or (termux and mapped in ("linux", "termux", "android")):
+            return True
+    return False
+
+
+def _in_container() -> bool:
+    """Hermes' ``is_container``: Docker, Podman, Kubernetes or a cgroup marker."""
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    for path, markers in (("/proc/1/cgroup", _CONTAINER_MARKERS),
+                          ("/proc/self/mountinfo", ("kubepods", "containerd", "crio"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if any(marker in handle.read() for marker in markers):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def environment_active(tag: str) -> bool:
+    """Whether Hermes, run by the court on this host, is in environment ``tag``.
+
+    ``kanban`` never (a replay offers no kanban toolset and passes no kanban
+    variables); ``docker`` when this host is a container; ``s6`` inside
+    Hermes' s6 image; an unknown tag always (Hermes fails open)."""
+    if tag == "kanban":
+        return False
+    if tag == "docker":
+        return _in_container()
+    if tag == "s6":
+        return os.path.isdir("/run/s6") or os.path.isdir("/package/admin/s6-overlay")
+    return True
+
+
+def matches_environment(front: Mapping[str, Any]) -> bool:
+    """Hermes' ``skill_matches_environment``: no ``environments:``, or one active."""
+    tags = _listed(front.get("environments"))
+    if not tags:
+        return True
+    for tag in tags:
+        wanted = str(tag).lower().strip()
+        if not wanted:
+            continue
+        if wanted not in KNOWN_ENVIRONMENTS or environment_active(wanted):
+            return True
+    return False
+
+
+def conditions(front: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """``metadata.hermes``'s conditional-activation lists (Hermes' ``extract_skill_conditions``)."""
+    metadata = front.get("metadata")
+    hermes = metadata.get("hermes") if isinstance(metadata, dict) else None
+    if not isinstance(hermes, dict):
+        hermes = {}
+    return {key: _listed(hermes.get(key)) for key in
+            ("fallback_for_toolsets", "requires_toolsets", "fallback_for_tools", "requires_tools")}
+
+
+def offered(front: Mapping[str, Any], tools: Collection[str], toolsets: Collection[str]) -> bool:
+    """Whether Hermes lists the skill in its skills index, for an agent that
+    offers ``tools`` in ``toolsets``: its platform, an active environment, no
+    ``requires_*`` missing and no ``fallback_for_*`` present."""
+    if not matches_platform(front) or not matches_environment(front):
+        return False
+    cond = conditions(front)
+    return (not any(t in toolsets for t in cond["fallback_for_toolsets"])
+            and not any(t in tools for t in cond["fallback_for_tools"])
+            and all(t in toolsets for t in cond["requires_toolsets"])
+            and all(t in tools for t in cond["requires_tools"]))
 
 
 def _folder_files(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
@@ -156,15 +266,35 @@ class Skill:
     description: str  # full description from the frontmatter
     hash: str
     root: Path | None = None  # the library root: where links may lead (None: the folder)
+    #: SKILL.md's frontmatter as parsed (Hermes' gating fields, tags, metadata ...).
+    frontmatter: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: The ``description:`` of its category's DESCRIPTION.md ("" when none), for the index.
+    category_description: str = field(default="", compare=False)
 
     @property
     def skill_md(self) -> Path:
         return self.folder / "SKILL.md"
 
     @property
+    def index_name(self) -> str:
+        """The name Hermes' skills index shows: the frontmatter's ``name`` as written
+        (``str()`` of it), the folder's name only when there is no ``name:`` key."""
+        return str(self.frontmatter.get("name", self.folder.name))
+
+    @property
     def index_line(self) -> str:
-        desc = index_description({"description": self.description})
-        return f"    - {self.name}: {desc}" if desc else f"    - {self.name}"
+        """The skill's line in Hermes' skills index (description cut to 60)."""
+        desc = index_description(dict(self.frontmatter))
+        return f"    - {self.index_name}: {desc}" if desc else f"    - {self.index_name}"
+
+    def listing(self) -> dict[str, Path]:
+        """Every file of the skill: path relative to its folder -> the path to read
+        (the files ``files()`` reads, without reading them).
+
+        Raises:
+            LibraryError: the folder changed since loading into something refused.
+        """
+        return dict(_folder_files(self.folder, self.root))
 
     def files(self) -> dict[str, bytes]:
         """Every file of the skill, by path relative to its folder (what ``hash`` covers).
@@ -172,7 +302,7 @@ class Skill:
         Raises:
             LibraryError: the folder changed since loading into something refused.
         """
-        return {rel: path.read_bytes() for rel, path in _folder_files(self.folder, self.root)}
+        return {rel: path.read_bytes() for rel, path in self.listing().items()}
 
 
 @dataclass(frozen=True)
@@ -191,6 +321,8 @@ class Library:
     root: Path
     skills: tuple[Skill, ...]
     problems: tuple[SkillProblem, ...] = ()
+    #: Category -> its DESCRIPTION.md's description (Hermes' index shows it beside the category).
+    category_descriptions: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def get(self, name: str) -> Skill | None:
         for skill in self.skills:
@@ -228,29 +360,33 @@ def _name_of(folder: Path) -> str:
     return str(front.get("name") or folder.name).strip()
 
 
+def _subfolders(names: Iterable[str], in_skill: bool) -> list[str]:
+    """The entries of a folder that Hermes' walk may descend into (by name)."""
+    return [n for n in names if n not in EXCLUDED_DIRS and not is_junk(n)
+            and not (in_skill and n in SUPPORT_DIRS)]
+
+
 def _outside_skills(link: Path) -> Iterator[Path]:
     """Skill folders below ``link`` (a folder outside the library), without following links."""
-    if (link / "SKILL.md").exists():
-        yield link
-        return
     seen = 0
     for dirpath, dirnames, filenames in os.walk(link):
         seen += len(dirnames) + len(filenames)
         if seen > _OUTSIDE_SCAN_LIMIT:
             return
-        dirnames[:] = sorted(d for d in dirnames
-                             if d not in _SKIP_DIRS and not d.startswith(".") and not is_junk(d))
-        if "SKILL.md" in filenames and Path(dirpath) != link:
+        dirnames[:] = sorted(_subfolders(dirnames, "SKILL.md" in filenames))
+        if "SKILL.md" in filenames:
             yield Path(dirpath)
-            dirnames[:] = []
 
 
-def _discover(root: Path) -> Iterator[tuple[Path, str | None]]:
+def _discover(root: Path, descriptions: list[Path] | None = None) -> Iterator[tuple[Path, str | None]]:
     """(skill folder as reached from ``root``, None) for each skill; (folder, reason) for
     each skill reached only through a link that leaves the library.
 
-    Links to folders are followed while they stay inside the library (as Hermes
-    follows them); a link loop is not followed again."""
+    The walk is Hermes' (module docstring): a skill's folder is searched on
+    for nested skills, its support folders are not.  Links to folders are
+    followed while they stay inside the library (as Hermes follows them); a
+    link loop is not followed again.  Each category ``DESCRIPTION.md`` found
+    is appended to ``descriptions``."""
     bound = os.path.realpath(root)
     todo: list[tuple[Path, frozenset[str]]] = [(root, frozenset({bound}))]
     while todo:
@@ -260,15 +396,15 @@ def _discover(root: Path) -> Iterator[tuple[Path, str | None]]:
         except OSError as err:
             raise LibraryError(f"{current}: cannot be listed ({err.strerror or err}); "
                                "make it readable or remove it") from err
-        if "SKILL.md" in names:
+        in_skill = "SKILL.md" in names
+        if in_skill:
             yield current, None
-            continue  # a skill's own subfolders are its files, not skills
+        if descriptions is not None and "DESCRIPTION.md" in names and (current / "DESCRIPTION.md").is_file():
+            descriptions.append(current / "DESCRIPTION.md")
         subdirs: list[tuple[Path, frozenset[str]]] = []
-        for name in names:
-            if name in _SKIP_DIRS or name.startswith(".") or is_junk(name):
-                continue
+        for name in _subfolders(names, in_skill):
             path = current / name
-            if not path.is_dir():  # files, dangling links, links to files
+            if name == "SKILL.md" or not path.is_dir():  # files, dangling links, links to files
                 continue
             real = os.path.realpath(path)
             if path.is_symlink() and not _inside(real, bound):
@@ -285,12 +421,33 @@ def _discover(root: Path) -> Iterator[tuple[Path, str | None]]:
         todo.extend(reversed(subdirs))
 
 
+def _category_descriptions(root: Path, files: Iterable[Path]) -> dict[str, str]:
+    """Category -> description from its DESCRIPTION.md, as Hermes' index reads them
+    (frontmatter ``description:``, stripped of spaces and quotes; unreadable ones skipped)."""
+    out: dict[str, str] = {}
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(_NAME_READ_LIMIT + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if len(text) > _NAME_READ_LIMIT:
+            continue
+        front, _ = parse_frontmatter(text)
+        desc = front.get("description")
+        if not desc:
+            continue
+        parts = path.relative_to(root).parts
+        out["/".join(parts[:-1]) if len(parts) > 1 else "general"] = str(desc).strip().strip("'\"")
+    return out
+
+
 def _category(root: Path, folder: Path) -> str:
     rel = (folder / "SKILL.md").relative_to(root).parts
     return "/".join(rel[:-2]) if len(rel) > 2 else (rel[0] if len(rel) == 2 else "general")
 
 
-def _read_skill(root: Path, folder: Path) -> Skill | SkillProblem:
+def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Skill | SkillProblem:
     """One skill, or why it is left out."""
     skill_md = folder / "SKILL.md"
     try:
@@ -317,9 +474,11 @@ def _read_skill(root: Path, folder: Path) -> Skill | SkillProblem:
         mark = limit.problem_mark
         line = f":{mark.line + 2}" if mark is not None else ""  # +1 for the opening ---
         return SkillProblem(name, folder, f"{skill_md}{line}: frontmatter: {limit.problem}")
-    return Skill(name=name, folder=folder, category=_category(root, folder),
+    category = _category(root, folder)
+    return Skill(name=name, folder=folder, category=category,
                  description=str(front.get("description") or "").strip(),
-                 hash=_digest(data), root=root)
+                 hash=_digest(data), root=root, frontmatter=front,
+                 category_description=descriptions.get(category, ""))
 
 
 def load_library(root: Path) -> Library:
@@ -338,8 +497,12 @@ def load_library(root: Path) -> Library:
             "ini skill_court_skills to the folder holding <name>/SKILL.md"
         )
     found: dict[str, Skill | SkillProblem] = {}
-    for folder, outside in _discover(root):
-        entry = SkillProblem(_name_of(folder), folder, outside) if outside else _read_skill(root, folder)
+    description_files: list[Path] = []
+    folders = list(_discover(root, description_files))
+    descriptions = _category_descriptions(root, description_files)
+    for folder, outside in folders:
+        entry = (SkillProblem(_name_of(folder), folder, outside) if outside
+                 else _read_skill(root, folder, descriptions))
         if entry.name in found:
             first = found[entry.name]
             first_folder = first.folder if isinstance(first, Skill) else first.path
@@ -356,4 +519,5 @@ def load_library(root: Path) -> Library:
     for problem in problems:
         warnings.warn(f"skill {problem.name!r} is left out of the library: {problem.message}",
                       LibraryWarning, stacklevel=2)
-    return Library(root=root, skills=tuple(skills), problems=tuple(problems))
+    return Library(root=root, skills=tuple(skills), problems=tuple(problems),
+                   category_descriptions=descriptions)

@@ -37,6 +37,19 @@ fi
 echo "== installing pytest-skillcourt with its test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,hermes]'
 
+# Hermes' own skills (skills/ and optional-skills/ of the hermes-agent sdist), the
+# libraries tests/integration/test_builtin_vs_hermes.py compares the built-in agent
+# with real Hermes on; into tests/.hermes-sdist (git-ignored; SKILL_COURT_HERMES_SDIST moves it).
+HERMES_SDIST="${SKILL_COURT_HERMES_SDIST:-tests/.hermes-sdist}" HERMES_SDIST_VERSION=0.19.0
+if [ ! -d "$HERMES_SDIST/hermes_agent-$HERMES_SDIST_VERSION/optional-skills" ]; then
+  echo "== downloading the hermes-agent $HERMES_SDIST_VERSION sdist into $HERMES_SDIST"
+  mkdir -p "$HERMES_SDIST"
+  python3 -m pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
+    "hermes-agent==$HERMES_SDIST_VERSION" -d "$HERMES_SDIST"
+  tar -xzf "$HERMES_SDIST/hermes_agent-$HERMES_SDIST_VERSION.tar.gz" -C "$HERMES_SDIST" \
+    "hermes_agent-$HERMES_SDIST_VERSION/skills" "hermes_agent-$HERMES_SDIST_VERSION/optional-skills"
+fi
+
 # The real agent CLIs (Claude Code, Codex), pinned, from npm into tests/.npm
 # (git-ignored; SKILL_COURT_NPM_DIR moves it; tests/support/agent_clis.py finds them).
 # Install scripts must run: Claude Code's postinstall puts its native binary in

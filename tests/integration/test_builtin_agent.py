@@ -158,3 +158,24 @@ def test_bad_tool_arguments_come_back_as_errors(sandbox, library) -> None:
     errors = [json.loads(m["content"])["error"] for m in result.transcript[3:6]]
     assert "invalid arguments for terminal" in errors[0] and "unknown tool 'nope'" in errors[1]
     assert "no such file: /workspace/missing.txt" in errors[2]
+
+
+def test_a_skill_view_over_hermes_limit_is_saved_in_the_sandbox_with_a_preview(tmp_path: Path, sandbox) -> None:
+    """Hermes keeps a tool result over 100,000 characters out of the context: saved
+    in the sandbox, a preview and the path in its place.  The built-in agent too."""
+    write_skill(tmp_path / "big", "house-format", "A long skill", body="line of the skill\n" * 8000)
+    library = load_library(tmp_path / "big")
+
+    def handler(request: RecordedRequest) -> Reply:
+        if turn(request) == 0:
+            return Reply(tool_calls=(ToolCall("skill_view", {"name": "house-format"}),))
+        return Reply(content="ok")
+
+    with LLMServer(handler) as server:
+        result = agent(server, sandbox, library)
+    shown = result.transcript[3]["content"]
+    assert shown.startswith("<persisted-output>\nThis tool result was too large (") and len(shown) < 2000
+    assert "Full output saved to: /tmp/hermes-results/skill_view_1.txt" in shown
+    saved = json.loads(sandbox.read_file("/tmp/hermes-results/skill_view_1.txt"))
+    assert saved["name"] == "house-format" and saved["content"].count("line of the skill") == 8000
+    assert result.skill_loaded

@@ -104,9 +104,9 @@ TOOL_ERRORS: list[tuple[str, Any, str | None]] = [
     ("terminal", {"command": "echo " + "x" * 200_000}, "at most"),
     ("terminal", {"command": "true", "timeout": "soon"}, None),
     ("terminal", {"command": ["ls"]}, "must be a string"),
-    ("skill_view", {"name": "x" * 100_000}, "not found"),
-    ("skill_view", {"name": SKILL, "file_path": "../../../etc/passwd"}, "inside the skill"),
-    ("skill_view", {"name": ["a"]}, "not found"),
+    ("skill_view", {"name": "x" * 5_000}, "File name too long: '/root/.skills/xxx"),  # Hermes' text
+    ("skill_view", {"name": SKILL, "file_path": "../../../etc/passwd"}, "Path traversal ('..') is not allowed"),
+    ("skill_view", {"name": ["a"]}, "Skill name must be a string"),
     ("skills_list", {"category": {"a": 1}}, None),
     ("no_such_tool", {}, "unknown tool"),
     ("read_file", '{"path": ', "invalid arguments"),

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_skillcourt.agent.tools import skill_files_for_sandbox, skill_path_in_sandbox
-from pytest_skillcourt.skills import (Library, LibraryError, LibraryWarning, hash_folder, load_library,
-                                      parse_frontmatter)
+from pytest_skillcourt.skills import (
+    Library,
+    LibraryError,
+    LibraryWarning,
+    hash_folder,
+    load_library,
+    offered,
+    parse_frontmatter,
+)
 from pytest_skillcourt.suite import SuiteError, load_suite
 
 
@@ -46,13 +54,20 @@ def test_library_names_categories_and_descriptions(tmp_path: Path) -> None:
     make(tmp_path, "top", "name: top\ndescription: " + "x" * 80)
     make(tmp_path, "ops/deploy", "name: deploy-prod\ndescription: Deploy")
     make(tmp_path, "nameless", "description: no name")
-    make(tmp_path, "top2/references/inner", "name: not-a-skill")  # inside a skill: its file, not a skill
+    make(tmp_path, "top/references/inner", "name: not-a-skill")  # a skill's support folder: its file
+    make(tmp_path, "ops/deploy/canary", "name: canary")  # nested in another skill's folder: a skill (Hermes)
+    make(tmp_path, "scripts/tool", "name: tool")  # a category called scripts: not inside a skill
+    make(tmp_path, "node_modules/pkg", "name: from-a-dependency")  # Hermes' excluded folders
+    make(tmp_path, ".hidden/x", "name: dotted")  # a dot folder is searched, as Hermes searches it
+    (tmp_path / "ops" / ".DS_Store").write_bytes(b"\0Bud1")
     lib = load_library(tmp_path)
-    assert lib.names() == ["deploy-prod", "nameless", "top"]
+    assert lib.names() == ["canary", "deploy-prod", "dotted", "nameless", "tool", "top"]
+    assert lib.get("canary").category == "ops/deploy" and lib.get("tool").category == "scripts"
+    assert "canary/SKILL.md" in lib.get("deploy-prod").files()  # the folder's files, nested skill too
     assert lib.get("deploy-prod").category == "ops"
     assert lib.get("top").category == "top"  # Hermes: a top-level skill is its own category
     assert lib.get("top").index_line == "    - top: " + "x" * 57 + "..."
-    assert [s.name for s in lib.visible(["top"])] == ["deploy-prod", "nameless"]
+    assert [s.name for s in lib.visible(["top"])] == ["canary", "deploy-prod", "dotted", "nameless", "tool"]
 
 
 def test_duplicate_names_and_missing_folder_are_errors(tmp_path: Path) -> None:
@@ -113,9 +128,9 @@ def test_a_symlinked_skill_md_inside_the_library_is_read_hashed_and_copied(tmp_p
 
 
 def test_a_symlinked_skill_folder_inside_the_library_is_a_skill(tmp_path: Path) -> None:
-    make(tmp_path, ".store/real", "name: real\ndescription: R", {"references/r.md": "R"})
+    make(tmp_path, ".archive/real", "name: real\ndescription: R", {"references/r.md": "R"})  # never searched
     (tmp_path / "ops").mkdir()
-    (tmp_path / "ops" / "real").symlink_to("../.store/real", target_is_directory=True)
+    (tmp_path / "ops" / "real").symlink_to("../.archive/real", target_is_directory=True)
     lib = load_library(tmp_path)
     skill = lib.get("real")
     assert lib.names() == ["real"] and skill.category == "ops" and skill.folder == tmp_path / "ops" / "real"
@@ -146,8 +161,8 @@ def test_links_inside_a_skill_are_followed_when_they_stay_in_the_library(tmp_pat
     (lambda lib, out: (lib / "bad" / "SKILL.md").unlink() or (lib / "bad" / "SKILL.md").symlink_to(out / "SKILL.md"),
      "bad/SKILL.md: is a symbolic link to {out}/SKILL.md ({out}/SKILL.md), outside the skill library"),
     (lambda lib, out: (lib / "bad" / "secret").symlink_to(out / "secret.txt"),
-     "bad/secret: is a symbolic link to {out}/secret.txt ({out}/secret.txt), outside the skill library "
-     "{lib}; links are followed only inside it. Replace the link by a copy of what it points to"),
+     ("bad/secret: is a symbolic link to {out}/secret.txt ({out}/secret.txt), outside the skill library "
+      "{lib}; links are followed only inside it. Replace the link by a copy of what it points to")),
     (lambda lib, out: (lib / "bad" / "etc").symlink_to("/etc", target_is_directory=True),
      "bad/etc: is a symbolic link to /etc (/etc), outside the skill library"),
     (lambda lib, out: (lib / "bad" / "zero").symlink_to("/dev/zero"), "outside the skill library"),
@@ -223,3 +238,57 @@ def test_an_unzipped_macosx_folder_is_no_second_skill(tmp_path: Path) -> None:
     make(tmp_path, "s", "name: s")
     make(tmp_path, "__MACOSX/s", "name: s")
     assert load_library(tmp_path).names() == ["s"]
+
+
+def test_category_descriptions_come_from_description_md(tmp_path: Path) -> None:
+    """Hermes shows ``ops: <description>`` in its index: the court keeps it per category."""
+    make(tmp_path, "ops/deploy", "name: deploy")
+    make(tmp_path, "misc", "name: misc")
+    (tmp_path / "ops" / "DESCRIPTION.md").write_text("---\ndescription: \"Deploys and rollbacks\"\n---\nBody.\n")
+    (tmp_path / "misc" / "DESCRIPTION.md").write_text("no frontmatter\n")
+    lib = load_library(tmp_path)
+    assert lib.category_descriptions == {"ops": "Deploys and rollbacks"}
+    assert lib.get("deploy").category_description == "Deploys and rollbacks"
+    assert lib.get("misc").category_description == ""
+
+
+@pytest.mark.parametrize(("front", "shown"), [
+    ({}, True),
+    ({"platforms": ["macos"]}, sys.platform.startswith("darwin")),
+    ({"platforms": "linux"}, sys.platform.startswith("linux")),
+    ({"platforms": ["linux", "macos", "windows"]}, True),
+    ({"environments": ["kanban"]}, False),
+    ({"environments": ["mars"]}, True),  # a tag Hermes does not know never hides
+    ({"metadata": {"hermes": {"requires_toolsets": ["terminal"]}}}, True),
+    ({"metadata": {"hermes": {"requires_toolsets": ["terminal", "files"]}}}, False),  # Hermes' own typo
+    ({"metadata": {"hermes": {"fallback_for_toolsets": ["web"]}}}, True),
+    ({"metadata": {"hermes": {"fallback_for_toolsets": ["terminal"]}}}, False),
+    ({"metadata": {"hermes": {"requires_tools": ["skill_view"], "fallback_for_tools": ["web_search"]}}}, True),
+    ({"metadata": {"hermes": {"fallback_for_tools": ["terminal"]}}}, False),
+    ({"metadata": "not a mapping"}, True),
+])
+def test_offered_gates_as_hermes_does(front: dict[str, Any], shown: bool) -> None:
+    tools = {"terminal", "read_file", "write_file", "skills_list", "skill_view"}
+    assert offered(front, tools, {"terminal", "file", "skills"}) is shown
+
+
+def test_offered_agrees_with_hermes_gates() -> None:
+    """The same answers as Hermes' own functions, on this host."""
+    utils = pytest.importorskip("agent.skill_utils")
+    builder = pytest.importorskip("agent.prompt_builder")
+    tools, toolsets = {"terminal", "skill_view"}, {"terminal", "skills"}
+    for front in ({"platforms": ["macos"]}, {"platforms": "linux"}, {"environments": ["s6"]},
+                  {"environments": ["docker"]}, {"environments": ["mars", "kanban"]},
+                  {"metadata": {"hermes": {"requires_toolsets": ["browser"]}}},
+                  {"metadata": {"hermes": {"fallback_for_tools": ["terminal"]}}}):
+        theirs = (utils.skill_matches_platform(front) and utils.skill_matches_environment(front)
+                  and builder._skill_should_show(utils.extract_skill_conditions(front), tools, toolsets))
+        assert offered(front, tools, toolsets) is bool(theirs), front
+
+
+def test_index_name_is_the_frontmatter_name_as_written(tmp_path: Path) -> None:
+    make(tmp_path, "a", "name: 12\ndescription: number")
+    make(tmp_path, "b", "description: no name key")
+    lib = load_library(tmp_path)
+    assert [s.index_name for s in lib.skills] == ["12", "b"]
+    assert lib.get("b").index_line == "    - b: no name key"
