@@ -12,6 +12,7 @@ immutable :class:`~.trial.TrialResult`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import time
@@ -235,6 +236,8 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     evidence = pair_outcomes(pairs)
     early = target.first_tasks if s.early_stop and len(target.first_tasks) == EARLY_STOP_TASKS else None
     verdict = decide(evidence, early_stop_tasks=early)
+    if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
+        verdict = dataclasses.replace(verdict, hint=target.unreachable)
     cause, cause_cost = None, 0.0
     if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
         try:

@@ -28,14 +28,14 @@ from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
 from .llm import TokenBudget
-from .options import Settings
+from .options import FailOn, Settings
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import add_pair_properties, pair_properties
 from .report.terminal import write_summary
 from .run import execute_run
 from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
-from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds
+from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
 from .store import Store, StoreError
 from .suite import Suite, load_suite
 from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
@@ -272,6 +272,31 @@ class SkillCourt:
         items[:] = [it for it in collected
                     if id(it) in chosen or (isinstance(it, RunItem) and key(it) in missing)]
 
+    def _suite_size(self, suite_rel: str) -> int | None:
+        try:
+            return len(self.suite(suite_rel).tasks)
+        except Exception:  # its own item already says why it cannot be read
+            return None
+
+    def unreachable_gates(self) -> list[str]:
+        """One line per selected verdict that can never be HELPS or HURTS, with the fix."""
+        return [f"{t.suite_rel} [{t.model}]: {t.unreachable}" for t in self.targets.values() if t.unreachable]
+
+    def _refuse_unreachable_gates(self) -> None:
+        """Under ``--skill-court-fail-on inconclusive`` such a verdict would fail after
+        every run was paid for: a usage error before any run instead."""
+        gates = self.unreachable_gates()
+        if gates and self.settings.fail_on == FailOn.INCONCLUSIVE:
+            raise pytest.UsageError(
+                "skill court: --skill-court-fail-on inconclusive, but these verdicts can never be "
+                "HELPS or HURTS, so they would fail whatever the runs do:\n  " + "\n  ".join(gates))
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, start_path: Path,
+                                       items: list[pytest.Item]) -> list[str]:
+        """Said up front: the verdicts this selection can never decide."""
+        gates = self.unreachable_gates()
+        return [f"skill court: {line}" for line in gates]
+
     def _arrange(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         shard = self.settings.shard
         keep: list[pytest.Item] = []
@@ -287,17 +312,24 @@ class SkillCourt:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         first: dict[tuple[str, str], list[str]] = {}
+        reps: dict[tuple[str, str], int] = {}
         for item in keep:
             if isinstance(item, RunItem):
-                tasks = first.setdefault((item.run.suite_rel, item.run.model), [])
+                key = (item.run.suite_rel, item.run.model)
+                tasks = first.setdefault(key, [])
                 if item.run.task_id not in tasks:
                     tasks.append(item.run.task_id)
+                reps[key] = max(reps.get(key, 0), item.run.rep)
         for item in keep:
             if isinstance(item, VerdictItem):
+                key = (item.suite_rel, item.model)
+                chosen = first.get(key, [])
                 self.targets[item.nodeid] = Target(
-                    item.nodeid, item.suite_rel, item.model,
-                    tuple(first.get((item.suite_rel, item.model), [])[:EARLY_STOP_TASKS]))
+                    item.nodeid, item.suite_rel, item.model, tuple(chosen[:EARLY_STOP_TASKS]),
+                    unreachable=unreachable(len(chosen), reps.get(key, 1),
+                                            total=self._suite_size(item.suite_rel)) or "")
         self._first_tasks = {k: tuple(v[:EARLY_STOP_TASKS]) for k, v in first.items()}
+        self._refuse_unreachable_gates()
         if config.option.collectonly:
             items[:] = keep
             return

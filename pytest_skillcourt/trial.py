@@ -29,17 +29,19 @@ class Target:
     suite_rel: str
     model: str
     first_tasks: tuple[str, ...]
+    #: why this selection can never give HELPS or HURTS (``stats.verdict.unreachable``), or ""
+    unreachable: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (it travels from xdist workers in ``workeroutput``)."""
         return {"nodeid": self.nodeid, "suite_rel": self.suite_rel, "model": self.model,
-                "first_tasks": list(self.first_tasks)}
+                "first_tasks": list(self.first_tasks), "unreachable": self.unreachable}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Target:
         """Rebuild a target written by :meth:`to_dict`."""
         return cls(nodeid=str(d["nodeid"]), suite_rel=str(d["suite_rel"]), model=str(d["model"]),
-                   first_tasks=tuple(d.get("first_tasks") or ()))
+                   first_tasks=tuple(d.get("first_tasks") or ()), unreachable=str(d.get("unreachable") or ""))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ class ReportRow:
     spend_usd: float
     cause: str | None
     skill_line: str | None
+    #: what would decide it, when it did not (e.g. a suite too small to ever decide)
+    hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,7 +106,7 @@ def report_rows(store: Any, *, skills: Path | None = None, model: str | None = N
             from_check=int(v.get("n_check", 0)), from_judge=int(v.get("n_judge", 0)),
             cached_runs=int(data.get("cached_runs", 0)), fresh_runs=int(data.get("fresh_runs", 0)),
             spend_usd=float(data.get("spend_usd", 0.0)),
-            cause=cause.get("cause"), skill_line=cause.get("line"),
+            cause=cause.get("cause"), skill_line=cause.get("line"), hint=v.get("hint") or None,
         ))
     return out
 
@@ -126,6 +128,8 @@ def format_rows(rows: list[ReportRow]) -> list[str]:
             lines.append(f"  cause: {r.cause}")
         if r.skill_line:
             lines.append(f"  skill line: {r.skill_line}")
+        if r.hint:
+            lines.append(f"  hint: {r.hint}")
         if r.changed != UNCHANGED:
             lines.append(f"  changed since: {r.changed} ({r.changed_detail}); run pytest --skill-court "
                          "again for a verdict on the current version")

@@ -529,6 +529,30 @@ def _early_stop_hint(n: int, reps: int, confidence: float) -> str:
     return f"stopped early: the first {_plural(n, 'task')} ended alike in both arms"
 
 
+def unreachable(n_tasks: int, reps: int, *, total: int | None = None, confidence: float = 0.95) -> str | None:
+    """Why a trial of ``n_tasks`` tasks with ``reps`` reps can never give HELPS or
+    HURTS, with the smallest change that could decide; None when it can.
+
+    Asked of the rule itself: the most lopsided outcome (every task succeeds in
+    one arm and fails in the other) must be able to decide.  ``total`` is the
+    suite's task count when fewer were selected (``--skill-court-tasks``), so
+    the fix can be to select more rather than to write more.
+    """
+    def decides(n: int) -> bool:
+        return n >= MIN_TASKS and _success_sign(success_evidence([1.0] * n, [max(1, reps)] * n), n, confidence) != 0
+
+    if decides(n_tasks):
+        return None
+    need = next((k for k in range(1, HINT_MAX_EXTRA + 1) if decides(n_tasks + k)), None)
+    head = f"{_plural(n_tasks, 'task')}: every trial of this suite is INCONCLUSIVE"
+    if need is None:
+        return f"{head}; no number of tasks up to {n_tasks + HINT_MAX_EXTRA} could decide"
+    if total is not None and total >= n_tasks + need:
+        return (f"{head}; select {need} more {'task' if need == 1 else 'tasks'} (the suite has {total}: "
+                f"--skill-court-tasks {n_tasks + need} or more, and no -k that leaves them out)")
+    return f"{head}; add {need} {'task' if need == 1 else 'tasks'}"
+
+
 # --------------------------------------------------------------------------- decide
 
 
