@@ -19,10 +19,13 @@ commands call, with the CLI's refusals:
 Harmful first: skills are ordered by their worst verdict (HURTS, INCONCLUSIVE,
 NEUTRAL, HELPS), then by name; a skill's models likewise.
 
-Automatic trials are the sessions whose recorded command line holds
-:data:`AUTO_FLAGS`; today's automatic spend and judge tokens are summed over
-those started today (UTC) from the store itself (``Store.spend`` and the judge's
-tokens of their verdicts).  A store without such sessions shows 0.
+Automatic trials record each day's spend and judge tokens, and the trial of
+each change they worked on, in the profile's ``auto-state.json``
+(:mod:`pytest_skillcourt.auto`, ``auto.today``); the tab shows those.  Where that
+module is not installed, a session whose recorded command line holds
+:data:`AUTO_FLAGS` counts as automatic, and today's (UTC) figures are summed from
+the store (``Store.spend`` and the judge's tokens of their verdicts): 0 without
+such sessions.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ from ..report.store_report import report_rows
 from ..skills import LibraryError, load_library
 from ..stats.verdict import VerdictKind
 from ..store import Store, StoreError
+
+_auto: Any
+try:  # automatic trials (README "Automatic trials"): their own record of each day
+    from .. import auto as _auto_module
+
+    _auto = _auto_module
+except ImportError:  # a version without them: the store's sessions marked automatic
+    _auto = None
 
 #: Worst first: the order of skills and of a skill's models on the page.
 HARM_ORDER = (VerdictKind.HURTS.value, VerdictKind.INCONCLUSIVE.value, VerdictKind.NEUTRAL.value,
@@ -173,8 +184,30 @@ def _skill_files(store: Store, rows: Sequence[Mapping[str, Any]]) -> dict[tuple[
     return out
 
 
-def spend_today(store: Store, rows: Sequence[Mapping[str, Any]], today: str | None = None) -> dict[str, Any]:
-    """Today's (UTC) automatic spend and judge tokens, from the sessions marked automatic."""
+def auto_trials(home: Path | None) -> set[str]:
+    """The trials automatic trials recorded in the profile's ``auto-state.json`` (none without it)."""
+    if _auto is None or home is None:
+        return set()
+    try:
+        changes = _auto.read_state(home)["changes"]
+    except (_auto.AutoError, OSError, KeyError, TypeError):  # the tab still shows the store;
+        return set()  # `auto status` says what is wrong with the file
+    return {str(c["trial"]) for c in changes if isinstance(c, Mapping) and c.get("trial")}
+
+
+def spend_today(store: Store, rows: Sequence[Mapping[str, Any]], today: str | None = None, *,
+                home: Path | None = None, marked: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Today's automatic spend and judge tokens: the automatic trials' own record
+    (``auto.today``) when they are installed and ``home`` is given, else summed from
+    the store's sessions marked automatic that started today (UTC)."""
+    if _auto is not None and home is not None and today is None:
+        day = _auto.today(home)
+        started = {r["trial"] for r in rows if r["trial"] in marked}
+        return {"date": day["date"], "auto_trials": len(started), "spend_usd": float(day["spend_usd"]),
+                "judge_tokens": int(day["judge_tokens"]), "budget_usd": day.get("budget_usd"),
+                "judge_tokens_cap": day.get("judge_tokens_cap"), "enabled": day.get("enabled"),
+                "error": day.get("error"),
+                "source": f"automatic trials' record ({_auto.STATE_NAME}; auto status shows it)"}
     today = today or utc_now()[:10]
     trials: dict[str, bool] = {}
     for row in rows:
@@ -182,7 +215,8 @@ def spend_today(store: Store, rows: Sequence[Mapping[str, Any]], today: str | No
     spend, tokens, count = 0.0, 0, 0
     for trial in trials:
         info = store.trial_info(trial) or {}
-        if not is_automatic(info.get("argv")) or not str(info.get("started_at") or "").startswith(today):
+        if not (is_automatic(info.get("argv")) or trial in marked) or \
+                not str(info.get("started_at") or "").startswith(today):
             continue
         count += 1
         spend += store.spend(trial)
@@ -221,6 +255,7 @@ def court_state(paths: Paths) -> dict[str, Any]:
         rows = store.latest_verdicts()
         reports = {(r.skill, r.model, r.trial): r for r in report_rows(store)}
         files = _skill_files(store, rows)
+        marked = auto_trials(paths.hermes_home)
         groups: dict[str, list[dict[str, Any]]] = {}
         shown: set[tuple[str, str]] = set()
         for row in rows:
@@ -249,7 +284,7 @@ def court_state(paths: Paths) -> dict[str, Any]:
                     "file": str(skill_md) if skill_md else None},
                 "changed": report.changed if report else "unknown",
                 "changed_detail": report.changed_detail if report else "",
-                "automatic": is_automatic(info.get("argv")),
+                "automatic": is_automatic(info.get("argv")) or row["trial"] in marked,
                 "quarantine": _entry(hiding),
                 "appeal": appeal_view(store, row["skill"], row["model"]),
             })
@@ -260,7 +295,7 @@ def court_state(paths: Paths) -> dict[str, Any]:
         skills.sort(key=lambda g: (harm_rank(g["worst"]), g["skill"]))
         state["skills"] = skills
         state["other_entries"] = [_entry(e) for e in entries if (e.skill, model_key(e.model)) not in shown]
-        state["spend_today"] = spend_today(store, rows)
+        state["spend_today"] = spend_today(store, rows, home=paths.hermes_home, marked=marked)
     finally:
         store.close()
     return state

@@ -7,7 +7,10 @@ tab's tests (``tests/unit/test_dashboard_api.py``, ``tests/e2e/test_dashboard.py
   INCONCLUSIVE, NEUTRAL (from an automatic trial started today, with a judged
   pair and a priced run) and HELPS, runs with transcripts, and a granted appeal
   of the HURTS skill whose draft is a real edit of the live SKILL.md;
-- the quarantine file the plugin reads, with the trial's entry for the HURTS skill.
+- the quarantine file the plugin reads, with the trial's entry for the HURTS skill;
+- ``auto-state.json`` as automatic trials write it (the day's spend and judge
+  tokens, the change whose trial was the automatic one), with the same figures
+  the store gives, so the tab shows them whichever source it reads.
 
 Written through the store's and the quarantine module's own functions, so the tab
 reads what a session writes.
@@ -15,7 +18,9 @@ reads what a session writes.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
+import json
 import os
 import re
 import signal
@@ -143,6 +148,11 @@ def build(home: Path) -> Profile:
                       new_line="Round totals to the nearest hundred only when the task asks for rounding.")
     finally:
         store.close()
+    today = dt.datetime.now().strftime("%Y-%m-%d")  # automatic trials count days on the local clock
+    (data / "auto-state.json").write_text(json.dumps({
+        "version": 1, "notices": [], "stopped": {}, "runner": {},
+        "days": {today: {"spend_usd": 0.025, "judge_tokens": 320}},
+        "changes": [{"id": "c1", "skill": "shell-tips", "status": "done", "trial": auto}]}), encoding="utf-8")
     apply_trial(profile.quarantine, hurts=[QuarantineEntry(
         skill=HURTS_SKILL, model=MODEL, skill_hash=hashes[HURTS_SKILL], verdict="hurts",
         reason="success fell from 100% to 0% (3 tasks)", cause=cause["cause"], line=CAUSE_LINE,

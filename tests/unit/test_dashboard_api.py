@@ -283,3 +283,26 @@ def test_hermes_court_hermes_install_uses_the_profiles_home(tmp_path: Path, monk
     assert "enabled now" in capsys.readouterr().out
     assert (tmp_path / "profile" / "plugins" / "skill-court" / "dashboard" / "manifest.json").is_file()
     assert "skill-court" in yaml.safe_load((tmp_path / "profile" / "config.yaml").read_text())["plugins"]["enabled"]
+
+
+def test_spend_today_is_the_automatic_trials_own_record(client: TestClient, profile: Profile) -> None:
+    if court._auto is None:
+        pytest.skip("this version has no automatic trials (pytest_skillcourt/auto.py)")
+    state_file = profile.data / "auto-state.json"
+    state = json.loads(state_file.read_text())
+    for day in state["days"].values():
+        day.update(spend_usd=1.5, judge_tokens=4321)
+    state_file.write_text(json.dumps(state))
+    spend = client.get(f"{API}/state").json()["spend_today"]
+    assert (spend["spend_usd"], spend["judge_tokens"]) == (1.5, 4321) and "auto-state.json" in spend["source"]
+
+
+def test_without_automatic_trials_the_store_gives_the_figures(client: TestClient, profile: Profile,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(court, "_auto", None)
+    (profile.data / "auto-state.json").unlink()
+    state = client.get(f"{API}/state").json()
+    spend = state["spend_today"]
+    assert (spend["auto_trials"], spend["judge_tokens"]) == (1, 320) and spend["spend_usd"] == pytest.approx(0.025)
+    assert "--auto" in spend["source"]
+    assert state["skills"][2]["verdicts"][0]["automatic"] is True  # its session ran with --auto
