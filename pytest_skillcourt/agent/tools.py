@@ -133,12 +133,19 @@ def skill_path_in_sandbox(library: Library, skill: Skill) -> str:
 
 
 def skill_files_for_sandbox(library: Library, visible: tuple[Skill, ...]) -> dict[str, bytes]:
-    """The visible skills' files, at their place under ``SKILLS_ROOT``."""
+    """The visible skills' files, at their place under ``SKILLS_ROOT``.
+
+    A skill nested in a visible skill's folder but not visible itself is left
+    out of that folder's files too: only visible skills reach the sandbox."""
+    shown = {s.folder for s in visible}
+    hidden = [skill_path_in_sandbox(library, s) + "/" for s in library.skills if s.folder not in shown]
     out: dict[str, bytes] = {}
     for skill in visible:
         base = skill_path_in_sandbox(library, skill)
-        for rel, data in skill.files().items():
-            out[posixpath.join(base, rel)] = data
+        for rel, path in skill.listing().items():
+            where = posixpath.join(base, rel)
+            if not any(where.startswith(folder) for folder in hidden):
+                out[where] = path.read_bytes()
     return out
 
 

@@ -231,6 +231,7 @@ def _edges(root: Path) -> None:
     skill("links/real", "name: linked\ndescription: has a link to another skill's file")
     os.symlink("../../ops/deploy/notes.md", root / "links/real/shared-notes.md")
     skill("hidden/folder", "name: hidden-one\ndescription: hidden by its name, viewed by its folder")
+    skill("birds/canary", "name: yellow-bird\ndescription: its folder is named like a hidden skill")
 
 
 #: name -> (how to build it, the skills the ``without`` arm hides, every name form of every skill?)
@@ -346,6 +347,11 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any], views: list[tuple[
                 categories: list[Any]) -> list[str]:
     """Every place where the built-in agent's answer is not Hermes'."""
     out = []
+    intro = ours["index"].split("## Skills (mandatory)\n", 1)[-1].split("\n", 1)[0]
+    closing = "\n</available_skills>\n\nOnly proceed without loading a skill if genuinely none are relevant to the task."
+    if not intro.startswith("Before replying") or intro not in theirs["index"] or closing not in ours["index"] \
+            or closing not in theirs["index"]:
+        out.append("index: the text around the skills is not Hermes'")
     if _block(ours["index"]) != _block(theirs["index"]):
         mine, real = _block(ours["index"]).splitlines(), _block(theirs["index"]).splitlines()
         extra = [line for line in mine if line not in real][:3]

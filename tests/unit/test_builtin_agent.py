@@ -132,3 +132,14 @@ def test_the_index_hides_gated_skills_and_shows_category_descriptions(tmp_path: 
     block = prompt[prompt.index("<available_skills>"):prompt.index("</available_skills>")]
     assert block.splitlines()[1:] == ["  ops: Deploys and rollbacks", "    - deploy-prod: Deploy",
                                       "  ops/mlops:", "    - train: Train", "  top:", "    - top"]
+
+
+def test_the_index_hides_a_skill_whose_folder_is_named_like_a_hidden_one(tmp_path: Path) -> None:
+    """Hermes' index drops a skill when its name or its folder's name is disabled."""
+    write_skill(tmp_path / "skills", "canary", "the hidden one")
+    (tmp_path / "skills" / "birds" / "canary").mkdir(parents=True)
+    (tmp_path / "skills" / "birds" / "canary" / "SKILL.md").write_text("---\nname: yellow-bird\ndescription: Y\n---\n")
+    write_skill(tmp_path / "skills", "other", "shown")
+    library = load_library(tmp_path / "skills")
+    prompt = render_system_prompt(library.visible({"canary"}), {"canary"})
+    assert "yellow-bird" not in prompt and "canary" not in prompt and "    - other: shown" in prompt

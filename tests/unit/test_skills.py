@@ -292,3 +292,14 @@ def test_index_name_is_the_frontmatter_name_as_written(tmp_path: Path) -> None:
     lib = load_library(tmp_path)
     assert [s.index_name for s in lib.skills] == ["12", "b"]
     assert lib.get("b").index_line == "    - b: no name key"
+
+
+def test_a_hidden_skill_nested_in_a_visible_one_is_not_copied(tmp_path: Path) -> None:
+    """Only visible skills reach the sandbox, also when one lives in another's folder."""
+    make(tmp_path, "ops/deploy", "name: deploy", {"notes.md": "N"})
+    make(tmp_path, "ops/deploy/canary", "name: canary", {"secret.md": "S"})
+    lib = load_library(tmp_path)
+    placed = skill_files_for_sandbox(lib, lib.visible(["canary"]))
+    assert sorted(placed) == ["/root/.skills/ops/deploy/SKILL.md", "/root/.skills/ops/deploy/notes.md"]
+    both = skill_files_for_sandbox(lib, lib.visible([]))
+    assert "/root/.skills/ops/deploy/canary/secret.md" in both
