@@ -133,7 +133,7 @@ class BuiltinRunner:
                           hidden=ctx.hidden, skill_under_test=ctx.suite.skill,
                           deadline=time.monotonic() + ctx.timeout)
         return run_builtin_agent(
-            ChatClient(ctx.model), system_prompt=render_system_prompt(visible),
+            ChatClient(ctx.model), system_prompt=render_system_prompt(visible, ctx.hidden),
             prompt=ctx.task.prompt, toolbox=toolbox, timeout=ctx.timeout,
             max_iterations=ctx.settings.max_iterations)
 
