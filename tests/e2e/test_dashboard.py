@@ -155,6 +155,13 @@ def test_apply_fix_asks_names_the_file_and_refuses_a_superseded_appeal(served: t
                           what="the confirmation dialog")
     assert f"appeal {shown}" in dialog and str(skill_md) in dialog
     assert skill_md.read_bytes() == before  # asking writes nothing
+    assert browser.js("document.activeElement.dataset.action") == "cancel"  # the safe answer has the focus
+    browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27})
+    browser.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27})
+    browser.wait("!document.getElementById('sc-dialog')", what="Escape to close the dialog")
+    assert skill_md.read_bytes() == before
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="apply"]')
+    browser.wait("document.getElementById('sc-dialog')", what="the dialog again")
     browser.click('#sc-dialog [data-action="confirm"]')
     wait_message(browser, f"appeal {shown} is superseded by appeal {newer}")
     assert skill_md.read_bytes() == before

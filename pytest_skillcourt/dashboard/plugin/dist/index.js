@@ -115,13 +115,13 @@
 
   function Dialog(props) {
     var a = props.appeal;
-    return h("div", { className: "sc-overlay" },
+    return h("div", { className: "sc-overlay", onKeyDown: function (ev) { if (ev.key === "Escape") props.cancel(); } },
       h("div", { className: "sc-dialog", id: "sc-dialog", role: "dialog", "aria-modal": "true", "aria-labelledby": "sc-dialog-title" },
         h("h3", { id: "sc-dialog-title" }, "Apply fix from appeal " + a.id + "?"),
         h("p", null, "This overwrites ", h("code", { className: "sc-file" }, a.file), " with the draft that won its trial, and lifts the quarantine a trial set for this model. `hermes court appeal undo` writes the original back."),
         h("div", { className: "sc-row" },
           h("button", { type: "button", className: "sc-btn sc-btn-primary", "data-action": "confirm", onClick: props.confirm }, "Overwrite SKILL.md"),
-          h("button", { type: "button", className: "sc-btn", "data-action": "cancel", onClick: props.cancel }, "Cancel"))));
+          h("button", { type: "button", className: "sc-btn", "data-action": "cancel", autoFocus: true, onClick: props.cancel }, "Cancel"))));
   }
 
   function SkillCourtPage() {
