@@ -33,7 +33,8 @@ Shape of the data dict (every key optional unless noted)::
            "cached": bool, "error", "answer" (cut), "answer_chars": int,
            "check_exit", "check_output" (cut), "check_output_chars": int,
            "transcript": [MESSAGE], "captured": [{"path", "text" (cut), "chars"}],
-           "captured_binary": [path], "duration_s", "cost_usd"} | None
+           "captured_binary": [path], "duration_s", "cost_usd",
+           "text_left_out": int (characters of transcript and files left out: the page's budget)} | None
     MESSAGE = {"role", "text" (cut), "chars": int, "fold": bool, "calls": [{"name", "arguments"}]}
 
 A task entry also has ``check`` (the suite's check command, when known) and
@@ -83,6 +84,9 @@ FOLD_LINES = 12
 ARGUMENT_CHARS = 4_000
 #: Messages of one run shown at most (the rest are counted).
 MESSAGES_SHOWN = 200
+#: Characters of transcripts and captured files one page shows at most, worst verdicts
+#: first; past it a run's transcript is left out with a note (the JSON report has it).
+PAGE_TEXT_BUDGET = 3_000_000
 #: Worst first: the page's default order.
 HARM_ORDER = ("HURTS", "INCONCLUSIVE", "NEUTRAL", "HELPS")
 
@@ -372,6 +376,28 @@ def appeal_entries(store: Store, skill: str, model: str) -> list[dict[str, Any]]
     return out
 
 
+def budget_text(verdicts: Sequence[dict[str, Any]], budget: int = PAGE_TEXT_BUDGET) -> int:
+    """Leave out transcripts and captured files past ``budget`` characters, harmful verdicts
+    first (so the evidence of a HURTS is the last to go); returns how many runs lost theirs."""
+    left, cut = budget, 0
+    for entry in harm_sorted(verdicts):
+        for task in entry.get("tasks") or ():
+            for pair in task.get("pairs") or ():
+                for arm in ARMS:
+                    run = pair.get(arm)
+                    if not run:
+                        continue
+                    size = sum(len(m.get("text", "")) + sum(len(c.get("arguments", "")) for c in m.get("calls", ()))
+                               for m in run.get("transcript") or ()) + \
+                        sum(len(f.get("text", "")) for f in run.get("captured") or ())
+                    if size <= left:
+                        left -= size
+                        continue
+                    run["transcript"], run["captured"], run["text_left_out"] = [], [], size
+                    cut += 1
+    return cut
+
+
 def entry_hint(entry: Mapping[str, Any]) -> str | None:
     """The hint the page shows for a verdict entry: :func:`hint_text` with its skipped tasks."""
     skipped = sum(1 for t in entry.get("tasks") or () if isinstance(t, Mapping) and t.get("skipped"))
@@ -399,6 +425,7 @@ def trial_data(result: TrialResult, store: Store | None = None) -> dict[str, Any
                                       early_stop=(entry["verdict"] or {}).get("basis") == "early-stop")
         entry["appeals"] = appeal_entries(store, o.skill, o.target.model) if store is not None else []
         verdicts.append(entry)
+    budget_text(verdicts)
     return {
         "version": HTML_DATA_VERSION, "trial": result.trial,
         "started_at": result.started_at, "generated_at": utc_now(),
@@ -442,6 +469,7 @@ def store_data(store: Store, trial: str, prompts: Mapping[str, Mapping[str, str]
                                       early_stop=(entry.get("verdict") or {}).get("basis") == "early-stop")
         entry["appeals"] = appeal_entries(store, row["skill"], row["model"])
         verdicts.append(entry)
+    budget_text(verdicts)
     backends = {tr.record.backend for tr in store.trial_runs(trial) if tr.record.backend}
     return {
         "version": HTML_DATA_VERSION, "trial": trial, "started_at": info.get("started_at"),
@@ -527,7 +555,8 @@ def _environment() -> Any:
     env.filters.update(pct=_pct, interval=_interval, pct_interval=_pct_interval, money=_money,
                        verdict_label=_verdict_label)
     env.globals.update(entry_hint=entry_hint, diff_plot=diff_plot, token_plot=token_plot, judge_calls=judge_calls, PLOT_W=PLOT_W, PLOT_H=PLOT_H,
-                       PLOT_X0=PLOT_X0, PLOT_X1=PLOT_X1, PLOT_Y=PLOT_Y, ANSWER_CHARS=ANSWER_CHARS)
+                       PLOT_X0=PLOT_X0, PLOT_X1=PLOT_X1, PLOT_Y=PLOT_Y, ANSWER_CHARS=ANSWER_CHARS,
+                       PAGE_TEXT_BUDGET=PAGE_TEXT_BUDGET)
     return env
 
 

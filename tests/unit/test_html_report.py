@@ -20,6 +20,7 @@ from pytest_skillcourt.report.html import (
     PLOT_X0,
     PLOT_X1,
     TOKEN_AXIS_MAX,
+    budget_text,
     diff_plot,
     hint_text,
     pair_entry,
@@ -435,3 +436,15 @@ def test_hostile_run_text_is_escaped_in_transcripts_checks_files_and_appeals() -
     page = parse(html)
     assert "<script>alert" not in html and sum(1 for tag, _ in page.tags if tag == "script") == 1
     assert '<div class="msg role-other">' in html  # an unknown role never becomes a class name
+
+
+def test_a_page_budget_leaves_out_transcripts_of_the_least_harmful_first() -> None:
+    data = sample_data()
+    cut = budget_text(data["verdicts"], budget=20_000)
+    assert cut > 0
+    hurts = next(v for v in data["verdicts"] if v["skill"] == "house-format")
+    helps = next(v for v in data["verdicts"] if v["skill"] == "csv-helper")
+    assert all(p[a]["transcript"] for t in hurts["tasks"] for p in t["pairs"] for a in ("with", "without"))
+    assert not any(p[a]["transcript"] for t in helps["tasks"] for p in t["pairs"] for a in ("with", "without"))
+    page = section(render_html(data), "csv-helper")
+    assert "left out: the page shows at most 3000000 characters of them" in page
