@@ -16,8 +16,10 @@ docs/architecture.md, "Agents inside the sandbox"; README, "Codex"):
   (:func:`codex_mounts`).  The image needs ``sh``, ``timeout`` and
   ``python3`` (the forwarder); Codex's shell tool runs ``bash`` when the
   image has it.
-- The library: every skill at ``~/.codex/skills/<name>/`` (``HOME=/root`` in
-  the sandbox), where Codex looks for a user's skills.  A skill the run must
+- The library: every skill at its library path under ``~/.codex/skills/``
+  (``HOME=/root`` in the sandbox), where Codex looks for a user's skills, at
+  any depth (:func:`codex_files`; a library's ``.system/``, Codex's bundled
+  skills, is left to Codex).  A skill the run must
   not see (the skill under test in the ``without`` arm, ini
   ``skill_court_disabled``) stays installed and is switched off the way Codex
   switches one off: a ``[[skills.config]]`` entry ``path = ".../SKILL.md"``,
@@ -64,7 +66,7 @@ from typing import Any
 from .. import __version__
 from ..gateway import RunGrant
 from ..sandbox.base import AGENT_ROOT, Sandbox, SandboxError
-from ..skills import Library
+from ..skills import Library, Skill
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
 from .sandboxed import (
@@ -77,7 +79,8 @@ from .sandboxed import (
     run_agent,
 )
 
-__all__ = ["RUNNER", "CodexRunner", "codex_config", "codex_files", "codex_mounts", "find_codex", "parse_events"]
+__all__ = ["RUNNER", "CodexRunner", "codex_config", "codex_files", "codex_mounts", "find_codex", "parse_events",
+           "skill_folder"]
 
 #: The environment variable that names the ``codex`` binary to use.
 ENV_BINARY = "SKILL_COURT_CODEX"
@@ -87,6 +90,8 @@ SANDBOX_BINARY = binary_path("codex")
 CODEX_DIR = "/root/.codex"
 SKILLS_DIR = f"{CODEX_DIR}/skills"
 CONFIG_FILE = f"{CODEX_DIR}/config.toml"
+#: The folder of ``~/.codex/skills`` where Codex writes its own bundled skills.
+SYSTEM_DIR = ".system"
 #: The environment variable the config's provider reads its key from: the run's token.
 KEY_ENV = "OPENAI_API_KEY"
 #: The provider's id in the config.
@@ -212,15 +217,34 @@ def codex_config(model: str, base_url: str, hidden_paths: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def skill_folder(library: Library, skill: Skill) -> str:
+    """Where ``skill`` goes under ``~/.codex/skills``: its folder's path in the library
+    (Codex finds skills at any depth and lists them by frontmatter name), else its name."""
+    try:
+        rel = skill.folder.relative_to(library.root).as_posix()
+    except ValueError:
+        return skill.name
+    return rel if rel and rel != "." else skill.name
+
+
 def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> dict[str, bytes]:
-    """The sandbox files of a run: every skill under ``~/.codex/skills/<name>/``, and
-    ``~/.codex/config.toml`` switching the ``hidden`` ones off."""
+    """The sandbox files of a run: every skill at its library path under
+    ``~/.codex/skills/``, and ``~/.codex/config.toml`` switching the ``hidden`` ones off.
+
+    Skills under the library's ``.system/`` (a copy of ``~/.codex/skills`` holds
+    Codex's bundled skills there) are not written: Codex writes its own bundled
+    skills there at start, and a second copy would be listed twice.
+    """
     files: dict[str, bytes] = {}
     for skill in library.skills:
+        folder = skill_folder(library, skill)
+        if folder.split("/", 1)[0] == SYSTEM_DIR:
+            continue
         for rel, data in skill.files().items():
-            files[f"{SKILLS_DIR}/{skill.name}/{rel}"] = data
-    hidden_paths = [f"{SKILLS_DIR}/{name}/SKILL.md" for name in sorted(hidden) if library.get(name) is not None]
-    files[CONFIG_FILE] = codex_config(model, base_url, hidden_paths).encode()
+            files[f"{SKILLS_DIR}/{folder}/{rel}"] = data
+    hidden_paths = [f"{SKILLS_DIR}/{skill_folder(library, skill)}/SKILL.md"
+                    for skill in library.skills if skill.name in hidden]
+    files[CONFIG_FILE] = codex_config(model, base_url, sorted(hidden_paths)).encode()
     return files
 
 

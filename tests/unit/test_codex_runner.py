@@ -153,12 +153,14 @@ def test_the_version_follows_the_binary(tmp_path: Path, monkeypatch: pytest.Monk
 def test_the_whole_library_is_installed_and_hidden_skills_are_switched_off(tmp_path: Path) -> None:
     write_skill(tmp_path / "lib", "deploy", "Deploys things", "Run make deploy.")
     write_skill(tmp_path / "lib" / "ops", "rollback", "Rolls back", "Run make rollback.")
+    write_skill(tmp_path / "lib" / ".system", "imagegen", "Codex's own, bundled", "Make images.")
     (tmp_path / "lib" / "deploy" / "notes.txt").write_text("more")
     library = load_library(tmp_path / "lib")
-    files = codex.codex_files(library, frozenset({"deploy", "not-in-library"}), 'gpt-"5"',
+    files = codex.codex_files(library, frozenset({"deploy", "rollback", "imagegen", "not-in-library"}), 'gpt-"5"',
                               "http://127.0.0.1:18080/v1")
+    # Each skill at its library path (Codex finds them at any depth); .system/ is Codex's to write.
     assert sorted(files) == ["/root/.codex/config.toml", "/root/.codex/skills/deploy/SKILL.md",
-                             "/root/.codex/skills/deploy/notes.txt", "/root/.codex/skills/rollback/SKILL.md"]
+                             "/root/.codex/skills/deploy/notes.txt", "/root/.codex/skills/ops/rollback/SKILL.md"]
     config = tomllib.loads(files["/root/.codex/config.toml"].decode())
     assert config["model"] == 'gpt-"5"' and config["model_provider"] == "skill-court"
     assert config["model_providers"]["skill-court"] == {
@@ -167,7 +169,10 @@ def test_the_whole_library_is_installed_and_hidden_skills_are_switched_off(tmp_p
     assert (config["approval_policy"], config["sandbox_mode"]) == ("never", "danger-full-access")
     assert config["web_search"] == "disabled"
     assert config["analytics"] == {"enabled": False} and config["features"] == {"plugins": False}
-    assert config["skills"]["config"] == [{"path": "/root/.codex/skills/deploy/SKILL.md", "enabled": False}]
+    assert config["skills"]["config"] == [
+        {"path": "/root/.codex/skills/.system/imagegen/SKILL.md", "enabled": False},
+        {"path": "/root/.codex/skills/deploy/SKILL.md", "enabled": False},
+        {"path": "/root/.codex/skills/ops/rollback/SKILL.md", "enabled": False}]
     plain = tomllib.loads(codex.codex_files(library, frozenset(), "m", "http://x/v1")[
         "/root/.codex/config.toml"].decode())
     assert "skills" not in plain
