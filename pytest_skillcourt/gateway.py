@@ -63,7 +63,9 @@ note on the exchange.  Internal failures answer 500 and land in
 
 Docker and bubblewrap.  A listener is either TCP (``127.0.0.1``, a free port by
 default) or a unix socket; :meth:`Gateway.open_run` can also give a run a unix
-socket of its own that accepts only that run's token.  The recommended path
+socket of its own that accepts only that run's token, or (``tcp=True``, for an
+agent that runs on the host, such as Hermes) a ``127.0.0.1`` listener of its own
+that does the same.  The recommended path
 into a sandbox is that per-run socket: its directory is bind-mounted into the
 sandbox (which keeps ``network_mode=none`` / ``--unshare-net``), and a small
 forwarder inside (:data:`FORWARDER_SOURCE`, started with :func:`forwarder_argv`)

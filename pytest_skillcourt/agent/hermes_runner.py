@@ -1,5 +1,5 @@
-"""The ``hermes`` runner: the real Hermes Agent, one ``hermes -z`` per run
-(README, "Quarantine and the Hermes Agent plugin").
+"""The ``hermes`` runner: the real Hermes Agent, one single-query session per run
+(``hermes chat -q``; README, "Quarantine and the Hermes Agent plugin").
 
 Each run gets its own Hermes profile cloned from the user's
 (``--skill-court-hermes-profile``, default ``~/.hermes``) and every terminal
@@ -12,16 +12,15 @@ How Hermes is pointed at the sandbox (hermes-agent 0.19.0,
 command as ``docker exec CONTAINER bash -c ...`` and, before starting a
 container of its own, looks for one to reuse by label ("cross-process
 container reuse": ``hermes-agent=1``, ``hermes-task-id=<task>``,
-``hermes-profile=<profile>``; ``hermes -z`` uses task ``default``).  The run's
-sandbox carries those labels (:func:`hermes_sandbox_labels`, the runner's
-``labels``, put on the container by run.py) with a profile name unique to the
-run, and the clone is laid out as that profile (``.../profiles/<name>``:
-Hermes derives the profile label from the path).  So Hermes attaches to our
-container - created by us with our limits, no network, no mounts - through its
-own code path, and two runs at once never share a container.  ``read_file``,
-``write_file``, ``patch`` and ``search_files`` run as shell commands in the
-same backend (``tools/file_operations.ShellFileOperations``), and
-``execute_code`` ships its script into it too.
+``hermes-profile=<profile>``; the top-level agent uses task ``default``).  The
+run's sandbox carries those labels (:func:`hermes_sandbox_labels`, the
+runner's ``labels``, put on the container by run.py) with a profile name
+unique to the run, and the clone is laid out as that profile
+(``.../profiles/<name>``: Hermes derives the profile label from the path).  So
+Hermes attaches to our container - created by us with our limits, no network,
+no mounts - through its own code path, and two runs at once never share a
+container.  ``read_file``, ``write_file``, ``patch`` and ``search_files`` run
+as shell commands in the same backend (``tools/file_operations.ShellFileOperations``).
 
 Hermes can never start a container itself: ``terminal.docker_image`` is
 empty, so any ``docker run`` it tries fails (its prompt-time backend probe
@@ -30,15 +29,50 @@ back to a static description).  Its orphan reaper (which removes *any*
 exited ``hermes-agent`` container) is off.  After the run every container
 with the run's profile label other than the sandbox is removed anyway.
 
-What runs on the host: the ``hermes`` process itself (model calls, the skill
-tools reading the clone's ``skills/``, memory and session search in the
-clone), with a minimal environment (PATH, HOME in the clone, HERMES_HOME,
-LANG, and the Docker engine variables): no API keys but the one written into
-the clone's config, no ``HERMES_*`` launch flags, no ``TERMINAL_*`` overrides.
-Toolsets are fixed to those that act only in the sandbox or the clone
-(:data:`TOOLSETS`); text-to-speech and vision (host files, network) are not
-offered.  SKILL.md inline shell (``skills.inline_shell``), which Hermes runs on
-the host, is forced off.
+The model: through the session's model gateway (``gateway.py``,
+``agent/sandboxed.gateway_for``).  Each run opens a gateway run with a TCP
+listener of its own on ``127.0.0.1`` that accepts only that run's token; the
+clone's ``config.yaml`` names that URL (``provider: custom``: Hermes speaks
+OpenAI chat completions, streamed) and the token as its API key, so the
+provider's key never reaches Hermes' process or the clone.  The run's
+transcript, tokens, cost and model calls are the gateway's recording, and
+the gateway enforces the run's model-call limit (``max_iterations``, 60) and
+the session's budget: the call past either is refused with a provider error
+and the run is ``incomplete`` (``agent/sandboxed.classify``).  Hermes' own
+iteration limit is set one above (``--max-turns``), so it never decides first.
+
+Approvals are denied, never auto-approved (:func:`approvals_config`).  A
+single-query session (``hermes chat -q``) is Hermes' interactive CLI without
+a human: a command Hermes flags as dangerous goes to its approval prompt,
+nobody answers within ``approvals.timeout`` (1 s here) and Hermes refuses the
+command; the model gets Hermes' own "BLOCKED: User denied this command ..."
+as the tool result.  ``hermes -z`` would set ``HERMES_YOLO_MODE`` and run
+every such command.  Two settings make Hermes apply its rules as it does on
+the user's own terminal: ``approvals.mode: manual`` (the default ``smart``
+would ask the model under test to judge its own command), and a read-only
+``terminal.docker_volumes`` entry naming an empty folder of the clone, since
+Hermes skips every approval check for a Docker backend without host mounts
+(``tools/approval._should_skip_container_guards``).  The entry is never
+mounted: Hermes attaches to the sandbox and never creates a container.  The
+profile's ``approvals.deny`` rules and ``command_allowlist`` are kept.
+
+Near the timeout the agent is asked to wrap up.  Hermes 0.19.0 has no wrap-up
+of its own before a deadline (its one summary request comes when its
+iteration budget runs out; SIGTERM only interrupts), so the gateway does it:
+every chat completion made past ``timeout - builtin.wrap_up_margin(timeout)``
+gets the built-in agent's :data:`~.builtin.WRAP_UP` as its last user message
+and ``tool_choice: "none"``.  Past the timeout the process group is killed and
+the run has no outcome.
+
+What runs on the host: the ``hermes`` process itself (its model client, the
+skill tools reading the clone's ``skills/``), with a minimal environment
+(PATH, HOME in the clone, HERMES_HOME, LANG, and the Docker engine
+variables): no API keys, no ``HERMES_*`` launch flags, no ``TERMINAL_*``
+overrides.  The toolsets offered are :data:`TOOLSETS`: code execution,
+memory and session search are off as in the built-in agent; text-to-speech,
+vision, web and browser (host files, network) are not offered.  SKILL.md
+inline shell (``skills.inline_shell``), which Hermes runs on the host, is
+forced off.
 
 The clone copies from the profile only ``config.yaml`` (keys in
 :data:`KEPT_CONFIG_KEYS`; never providers, fallbacks, auxiliary models,
@@ -46,61 +80,73 @@ messaging platforms, hooks, MCP servers, plugins), ``SOUL.md`` and
 ``memories/``; never ``.env``, ``auth.json``, ``state.db``, ``sessions/``,
 plugins or the profile's own skills.  ``skills/`` is the whole library and the
 ``without`` arm hides the skill under test through Hermes' own
-``skills.disabled``, as a Hermes user would.
-
-Not like the built-in runner: Hermes' one-shot mode has its own iteration limit
-(90 model calls, not configurable in 0.19.0) and no wrap-up request near the
-timeout; past the timeout the process group is killed and the run has no
-outcome.
+``skills.disabled``, as a Hermes user would.  The clone is removed after the
+run, so nothing the agent writes there (memories, skills, sessions) reaches
+another run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .. import __version__
-from ..sandbox.base import Sandbox, SandboxError, SandboxUnavailable
-from ..skills import Library
-from ..transcript import skill_loaded
-from .client import reported_cost, token_count
+from ..gateway import RunGrant, RunLimits, RunRecording
+from ..sandbox.base import ExecResult, Sandbox, SandboxError, SandboxUnavailable
+from .builtin import WRAP_UP, wrap_up_margin
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
+from .sandboxed import AgentRun, agent_result, classify, gateway_for
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
 LABEL_TASK = "hermes-task-id"
 LABEL_PROFILE = "hermes-profile"
-#: The task id of the top-level agent in ``hermes -z`` (subagents collapse to it).
+#: The task id of Hermes' top-level agent (subagents collapse to it).
 HERMES_TASK = "default"
 #: Prefix of our per-run profile names (Hermes allows ``[a-z0-9][a-z0-9_-]{0,63}``).
 PROFILE_PREFIX = "skillcourt-"
 
-#: Toolsets offered to the agent: all act in the sandbox or the clone.
-TOOLSETS = ("terminal", "file", "skills", "memory", "todo", "session_search", "clarify",
-            "code_execution", "delegation")
+#: Toolsets a replay offers (README, "Quarantine and the Hermes Agent plugin"):
+#: the terminal and file tools act in the sandbox, the skill tools on the
+#: clone's ``skills/``, the todo list lives in the process.  Off as in the
+#: built-in agent: ``code_execution``, ``memory``, ``session_search``; also
+#: ``clarify`` and ``delegation`` (a single-query session has nobody to ask,
+#: and Hermes' CLI would wait for an answer).
+TOOLSETS = ("terminal", "file", "skills", "todo")
+#: Toolsets a replay must never offer (checked by the tests).
+TOOLSETS_OFF = ("code_execution", "memory", "session_search")
 
 #: Top-level config.yaml keys taken from the profile: they shape the agent's
 #: behaviour and reach nothing outside the run.  Everything else (model,
 #: providers, fallbacks, auxiliary, platforms, gateway, hooks, mcp_servers,
-#: plugins, terminal, tts, web, browser, cron, ...) is dropped.
+#: plugins, terminal, approvals, tts, web, browser, cron, ...) is dropped or set here.
 KEPT_CONFIG_KEYS = frozenset({
     "_config_version", "agent", "skills", "memory", "compression", "context", "tool_output",
     "tool_loop_guardrails", "file_read_max_chars", "context_file_max_chars", "prompt_caching",
     "personalities", "display", "timezone", "code_execution", "security", "privacy", "goals",
+    "command_allowlist",
 })
+
+#: Seconds Hermes' approval prompt waits for the answer nobody gives.
+APPROVAL_TIMEOUT_S = 1
+#: The sandbox side of the ``docker_volumes`` entry that keeps Hermes' approval
+#: checks on (never mounted: see the module docstring).
+APPROVALS_MOUNT = "/mnt/skill-court-approvals-on"
 
 #: Context length written into the clone when the profile names none (Hermes
 #: otherwise downloads model metadata at every start).
@@ -117,9 +163,8 @@ DOCKER_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 
 #: Seconds between SIGTERM and SIGKILL when the run is interrupted.
 KILL_GRACE_S = 5.0
-
-#: ``cost_status`` values for which Hermes' ``estimated_cost_usd`` is a real price.
-PRICED_STATUSES = frozenset({"actual", "estimated", "included"})
+#: What Hermes' stdout and stderr are cut at.
+OUTPUT_LIMIT = 1024 * 1024
 
 
 class HermesUnavailable(SandboxUnavailable):
@@ -177,14 +222,10 @@ class HermesHome:
     root: Path
     home: Path  # HOME of the hermes process
     hermes_home: Path  # HERMES_HOME: <root>/hermes/profiles/<profile>
-    usage_file: Path
+    approvals_dir: Path  # empty; named in terminal.docker_volumes (see build_config)
     workdir: Path  # the process's cwd: empty, so no host AGENTS.md is read
     profile: str
     container_cwd: str  # terminal.cwd inside the sandbox
-
-    @property
-    def state_db(self) -> Path:
-        return self.hermes_home / "state.db"
 
 
 def _names(raw: Any) -> set[str]:
@@ -225,8 +266,27 @@ def read_profile_config(profile: Path) -> dict[str, Any]:
     return data
 
 
-def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_cwd: str) -> dict[str, Any]:
-    """The clone's config.yaml: the profile's kept keys plus what the run fixes."""
+def approvals_config(profile_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The clone's ``approvals``: manual approvals that nobody answers (so every
+    command Hermes flags is refused after :data:`APPROVAL_TIMEOUT_S`), plus the
+    profile's own ``approvals.deny`` rules (which block even more)."""
+    raw = profile_cfg.get("approvals")
+    prof: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    out: dict[str, Any] = {"mode": "manual", "timeout": APPROVAL_TIMEOUT_S, "cron_mode": "deny"}
+    deny = prof.get("deny")
+    if isinstance(deny, list) and all(isinstance(d, str) for d in deny):
+        out["deny"] = list(deny)
+    return out
+
+
+def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_cwd: str,
+                 base_url: str, api_key: str, approvals_dir: str) -> dict[str, Any]:
+    """The clone's config.yaml: the profile's kept keys plus what the run fixes.
+
+    ``base_url`` and ``api_key`` are the run's gateway URL (``.../v1``) and
+    token; ``approvals_dir`` the empty host folder of the ``docker_volumes``
+    entry that keeps Hermes' approval checks on.
+    """
     cfg: dict[str, Any] = {k: copy.deepcopy(v) for k, v in profile_cfg.items() if k in KEPT_CONFIG_KEYS}
     raw_model = profile_cfg.get("model")
     prof_model: Mapping[str, Any] = raw_model if isinstance(raw_model, dict) else {}
@@ -236,8 +296,8 @@ def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_c
     cfg["model"] = {
         "default": ctx.model.name,
         "provider": "custom",
-        "base_url": ctx.model.base_url,
-        "api_key": ctx.model.api_key,
+        "base_url": base_url,
+        "api_key": api_key,
         # Also keeps Hermes from downloading model metadata at start.
         "context_length": context_length,
     }
@@ -260,6 +320,7 @@ def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_c
     security = dict(cfg["security"]) if isinstance(cfg.get("security"), dict) else {}
     security["allow_lazy_installs"] = False  # no pip installs into the host's Hermes
     cfg["security"] = security
+    cfg["approvals"] = approvals_config(profile_cfg)
     cfg["plugins"] = {"enabled": []}
     cfg["terminal"] = {
         "backend": "docker",
@@ -274,7 +335,9 @@ def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_c
         "container_cpu": 0,
         "container_memory": 0,
         "container_disk": 0,
-        "docker_volumes": [],
+        # A host path here is what keeps Hermes' approval checks on for the
+        # Docker backend; it is never mounted (Hermes creates no container).
+        "docker_volumes": [f"{approvals_dir}:{APPROVALS_MOUNT}:ro"],
         "docker_env": {},
         "docker_forward_env": [],
         "docker_extra_args": [],
@@ -310,18 +373,20 @@ def _container_cwd(workdir: Path) -> str:
     return WORKSPACE if not os.path.lexists(WORKSPACE) else str(workdir)
 
 
-def make_hermes_home(ctx: RunContext, profile: str, *, parent: str | None = None) -> HermesHome:
-    """Create the run's clone of the profile under a fresh temp folder."""
+def make_hermes_home(ctx: RunContext, profile: str, grant: RunGrant, *,
+                     parent: str | None = None) -> HermesHome:
+    """Create the run's clone of the profile under a fresh temp folder, its model
+    the gateway run of ``grant`` (its URL and token: never the provider's key)."""
     source = ctx.settings.hermes_profile or Path(os.path.expanduser("~/.hermes"))
     profile_cfg = read_profile_config(source) if source.is_dir() else {}
     root = Path(tempfile.mkdtemp(prefix="skillcourt-hermes-", dir=parent))
     try:
         hh = HermesHome(
             root=root, home=root / "home", hermes_home=root / "hermes" / "profiles" / profile,
-            usage_file=root / "usage.json", workdir=root / "work", profile=profile,
+            approvals_dir=root / "approvals-on", workdir=root / "work", profile=profile,
             container_cwd=_container_cwd(root / "work"),
         )
-        for folder in (hh.home, hh.hermes_home, hh.workdir):
+        for folder in (hh.home, hh.hermes_home, hh.workdir, hh.approvals_dir):
             folder.mkdir(parents=True)
         soul = source / "SOUL.md"
         if soul.is_file() and not soul.is_symlink():
@@ -337,7 +402,9 @@ def make_hermes_home(ctx: RunContext, profile: str, *, parent: str | None = None
                 target = base / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-        config = build_config(profile_cfg, ctx, container_cwd=hh.container_cwd)
+        config = build_config(profile_cfg, ctx, container_cwd=hh.container_cwd,
+                              base_url=grant.openai_base_url, api_key=grant.token,
+                              approvals_dir=str(hh.approvals_dir))
         # JSON is YAML; no YAML writer needed and no YAML tags can sneak in.
         (hh.hermes_home / "config.yaml").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         return hh
@@ -376,129 +443,44 @@ def sandbox_skill_files(ctx: RunContext, hh: HermesHome) -> dict[str, bytes]:
     return out
 
 
-# -- reading what Hermes left --------------------------------------------------
+# -- what a run gives back -------------------------------------------------------
 
 
-def read_usage(path: Path) -> dict[str, Any] | None:
-    """The ``--usage-file`` report, or None when missing or unreadable."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def final_answer(stdout: str, recording: RunRecording) -> str:
+    """The final answer ``hermes chat -q -Q`` printed.
 
-
-def _session_chain(con: sqlite3.Connection, session_id: str | None) -> list[str]:
-    """The session and its ancestors (context compression continues a
-    session in a child), oldest first."""
-    if not session_id:
-        row = con.execute("SELECT id FROM sessions ORDER BY started_at DESC LIMIT 1").fetchone()
-        if row is None:
-            return []
-        session_id = row[0]
-    chain: list[str] = []
-    current: str | None = session_id
-    while current and current not in chain and len(chain) < 50:
-        chain.append(current)
-        row = con.execute("SELECT parent_session_id FROM sessions WHERE id = ?", (current,)).fetchone()
-        current = row[0] if row else None
-    return list(reversed(chain))
-
-
-def _openai_calls(raw: str | None) -> list[dict[str, Any]]:
-    try:
-        calls = json.loads(raw) if raw else []
-    except ValueError:
-        return []
-    out = []
-    for i, call in enumerate(calls if isinstance(calls, list) else []):
-        fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict):
-            continue
-        args = fn.get("arguments")
-        out.append({
-            "id": str(call.get("id") or call.get("call_id") or f"call_{i}"),
-            "type": "function",
-            "function": {"name": str(fn.get("name") or ""),
-                         "arguments": args if isinstance(args, str) else json.dumps(args or {})},
-        })
-    return out
-
-
-def read_transcript(state_db: Path, session_id: str | None) -> list[dict[str, Any]]:
-    """The session's messages from Hermes' ``state.db`` in OpenAI format.
-
-    System prompt first (as Hermes stored it), then user, assistant (with
-    ``tool_calls``) and tool messages (``tool_call_id``, ``name``).  Opened
-    read-only; a missing or unreadable database gives [].
+    Quiet mode prints the response last, after the lines its CLI writes
+    itself (notices, "Timeout - denying command"), which end in ``\\r\\n``:
+    the text of the run's last model reply when stdout ends with it, else
+    what follows the last such line.
     """
-    if not state_db.is_file():
-        return []
-    try:
-        con = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return []
-    try:
-        chain = _session_chain(con, session_id)
-        if not chain:
-            return []
-        messages: list[dict[str, Any]] = []
-        row = con.execute("SELECT system_prompt FROM sessions WHERE id = ?", (chain[-1],)).fetchone()
-        if row and row[0]:
-            messages.append({"role": "system", "content": row[0]})
-        marks = ",".join("?" * len(chain))
-        rows = con.execute(
-            f"SELECT role, content, tool_calls, tool_name, tool_call_id FROM messages "
-            f"WHERE session_id IN ({marks}) ORDER BY id", chain).fetchall()
-    except sqlite3.Error:
-        return []
-    finally:
-        con.close()
-    for role, content, tool_calls, tool_name, tool_call_id in rows:
-        msg: dict[str, Any] = {"role": role, "content": content or ""}
-        if role == "assistant":
-            calls = _openai_calls(tool_calls)
-            if calls:
-                msg["tool_calls"] = calls
-        elif role == "tool":
-            msg["tool_call_id"] = tool_call_id or ""
-            msg["name"] = tool_name or ""
-        messages.append(msg)
-    return messages
+    text = stdout.strip()
+    for call in reversed(recording.calls):
+        if call.model_call and call.reply is not None:
+            content = call.reply.get("content")
+            last = content.strip() if isinstance(content, str) else ""
+            if last and text.endswith(last):
+                return last
+            break
+    return text.rsplit("\r\n", 1)[-1].strip()
 
 
-def classify(*, exit_code: int | None, timed_out: bool, answer: str,
-             usage: dict[str, Any] | None, stderr: str) -> tuple[str, str | None]:
-    """(AgentResult.status, error) from how ``hermes -z`` ended.
-
-    ``hermes -z`` exits 0 even when the provider failed for good (it prints
-    the error as the "answer"); only the usage file's ``failed``/``completed``
-    tell.  A run the model answered at least once (api_calls or tokens > 0)
-    that then failed or stopped short is ``incomplete``; one it never answered
-    is ``no_answer``.
-    """
-    if timed_out:
-        return "timeout", "interrupted at the timeout"
+def result_from_run(ctx: RunContext, *, exit_code: int, timed_out: bool, elapsed: float, stdout: str,
+                    stderr: str, recording: RunRecording) -> AgentResult:
+    """The AgentResult of one finished ``hermes chat -q``: the answer Hermes
+    printed; status by ``agent/sandboxed.classify`` (the gateway's limits
+    first); transcript, tokens, cost, calls and ``skill_loaded`` from the
+    gateway's recording."""
+    run = AgentRun(exec=ExecResult(exit_code=exit_code, stdout=stdout, stderr=stderr, timed_out=timed_out),
+                   recording=recording, timeout=ctx.timeout, elapsed_s=elapsed)
+    answer = final_answer(stdout, recording) if exit_code == 0 and not timed_out else ""
     tail = stderr.strip()[-500:]
-    if usage is None:
-        return "no_answer", (f"hermes exited {exit_code} without a usage report"
-                             + (f": {tail}" if tail else ""))
-    answered_once = bool(token_count(usage.get("api_calls")) > 0
-                         and token_count(usage.get("input_tokens")) + token_count(usage.get("output_tokens")) > 0)
-    if usage.get("failed"):
-        why = usage.get("failure") or answer.strip()[:300] or tail or f"exit {exit_code}"
-        if answered_once:
-            return "incomplete", f"hermes failed after the model answered: {why}"
-        return "no_answer", f"the model never answered: {why}"
-    if exit_code != 0 or not answer.strip():
-        why = tail or f"exit {exit_code}, no final answer"
-        return ("incomplete" if answered_once else "no_answer"), f"hermes: {why}"
-    if usage.get("completed") is False:
-        return "incomplete", "hermes did not complete the run (iteration limit or interruption)"
-    return "answered", None
-
-
-# -- the run -------------------------------------------------------------------
+    detail = f"hermes exited {exit_code}" + (f": {tail}" if tail else "") if exit_code != 0 else (
+        "hermes printed no final answer")
+    status, error = classify(run, answer=answer or None, detail=detail)
+    if status == "timeout":
+        error = f"interrupted at the timeout ({elapsed:.0f}s)"
+    return agent_result(ctx, run, status, error, answer)
 
 
 def _container_labels(sandbox: Sandbox) -> dict[str, str]:
@@ -506,7 +488,7 @@ def _container_labels(sandbox: Sandbox) -> dict[str, str]:
 
     try:
         info = client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
-    except Exception as err:  # noqa: BLE001 - any engine failure is a sandbox failure
+    except Exception as err:  # any engine failure is a sandbox failure
         raise SandboxError(f"hermes runner: cannot inspect sandbox {sandbox!r}: {err}") from err
     return dict((info.get("Config") or {}).get("Labels") or {})
 
@@ -515,17 +497,14 @@ def _remove_stray_containers(profile: str, keep: str | None) -> None:
     """Remove containers carrying the run's profile label, except the sandbox."""
     from ..sandbox.docker import client
 
-    try:
+    # Best effort: when the engine fails here, `skill-court cleanup` finds the rest.
+    with contextlib.suppress(Exception):
         api = client().api
         for c in api.containers(all=True, filters={"label": f"{LABEL_PROFILE}={profile}"}):
             if keep and c.get("Id", "").startswith(keep):
                 continue
-            try:
+            with contextlib.suppress(Exception):
                 api.remove_container(c["Id"], force=True, v=True)
-            except Exception:  # noqa: BLE001 - best effort, cleanup also finds none of ours
-                pass
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -541,47 +520,44 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def result_from_run(*, exit_code: int | None, timed_out: bool, elapsed: float, stdout: str, stderr: str,
-                    usage: dict[str, Any] | None, state_db: Path, skill: str,
-                    library: Library | None = None) -> AgentResult:
-    """The AgentResult of one finished ``hermes -z``: status, answer (stdout),
-    tokens and price from the usage file, transcript from ``state.db``.
+# -- the run -------------------------------------------------------------------
 
-    ``skill_loaded``: a ``skill_view`` of ``skill`` succeeded, by any name
-    Hermes accepts (``transcript.skill_loaded``; ``library`` resolves folder
-    names).
-    """
-    answer = stdout.strip()
-    status, error = classify(exit_code=exit_code, timed_out=timed_out, answer=answer, usage=usage,
-                             stderr=stderr)
-    if timed_out:
-        error = f"{error} ({elapsed:.0f}s)"
-    usage = usage or {}
-    transcript = read_transcript(state_db, usage.get("session_id"))
-    cost: float | None = None
-    if usage.get("cost_status") in PRICED_STATUSES and usage.get("estimated_cost_usd") is not None:
-        cost = reported_cost(usage["estimated_cost_usd"])  # else run.py applies the ini prices
-    return AgentResult(
-        status=status,
-        answer=answer if status in ("answered", "incomplete") else "",
-        transcript=transcript,
-        input_tokens=token_count(usage.get("input_tokens")),
-        output_tokens=token_count(usage.get("output_tokens")),
-        cost_usd=cost,
-        api_calls=token_count(usage.get("api_calls")),
-        iterations=sum(1 for m in transcript if m.get("role") == "assistant" and m.get("tool_calls")),
-        skill_loaded=skill_loaded(transcript, skill, library),
-        error=error,
-    )
+
+def gateway_limits(ctx: RunContext, started: float) -> RunLimits:
+    """The run's limits at the gateway: ``max_iterations`` model calls, the
+    session's budget, the run's model, and the wrap-up request from
+    ``timeout - wrap_up_margin(timeout)`` after ``started`` (monotonic)."""
+    settings = ctx.settings
+    return RunLimits(max_calls=settings.max_iterations, budget_usd=settings.budget, spent_usd=ctx.spent_usd,
+                     rewrite_model=True, wrap_up_at=started + ctx.timeout - wrap_up_margin(ctx.timeout),
+                     wrap_up=WRAP_UP)
+
+
+def hermes_argv(hermes: str, ctx: RunContext) -> list[str]:
+    """One quiet single-query session: the task's prompt, :data:`TOOLSETS`, and
+    an iteration limit one above the gateway's (which decides)."""
+    # --query=PROMPT: a prompt starting with "-" must not read as an option.
+    return [hermes, "chat", f"--query={ctx.task.prompt}", "--quiet", "--toolsets", ",".join(TOOLSETS),
+            "--max-turns", str(ctx.settings.max_iterations + 1)]
+
+
+def _read_capped(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(OUTPUT_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
-    """Run ``hermes -z PROMPT`` with a fresh profile clone, tools in ``sandbox``.
+    """Run one ``hermes chat -q PROMPT`` with a fresh profile clone, its tools in
+    ``sandbox``, its model calls through the gateway.
 
     Raises:
         HermesUnavailable: not a Docker sandbox, no ``hermes``/``docker`` CLI, no
             bash in the image.
         SandboxError: the sandbox lacks the labels of :func:`hermes_sandbox_labels`.
+        OSError: the gateway could not start.
     """
     reason = hermes_reason(getattr(sandbox, "backend", "?"))
     if reason:
@@ -604,9 +580,14 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         )
     hermes = find_hermes()
     assert hermes is not None  # hermes_reason checked it
-    hh = make_hermes_home(ctx, profile)
+    gateway = gateway_for(ctx.settings)
+    run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
+    started = time.monotonic()
+    grant = gateway.open_run(run_id, ctx.model, gateway_limits(ctx, started), tcp=True)
     proc: subprocess.Popen[bytes] | None = None
+    hh: HermesHome | None = None
     try:
+        hh = make_hermes_home(ctx, profile, grant)
         files = sandbox_skill_files(ctx, hh)
         if files:
             sandbox.write_files(files)
@@ -616,29 +597,28 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
             if not link.ok:
                 raise SandboxError(f"hermes runner: cannot link {hh.container_cwd} to /workspace: "
                                    f"{link.stderr.strip()[:300]}")
-        # --oneshot=PROMPT: a prompt starting with "-" must not read as an option.
-        argv = [hermes, f"--oneshot={ctx.task.prompt}", "--usage-file", str(hh.usage_file),
-                "--toolsets", ",".join(TOOLSETS)]
-        started = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=hh.workdir, env=hermes_env(hh), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        timed_out = False
-        try:
-            out, err = proc.communicate(timeout=ctx.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            out, err = proc.communicate()
-        return result_from_run(
-            exit_code=proc.returncode, timed_out=timed_out, elapsed=time.monotonic() - started,
-            stdout=out.decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
-            usage=read_usage(hh.usage_file), state_db=hh.state_db, skill=ctx.suite.skill,
-            library=ctx.library)
+        out_path, err_path = hh.root / "stdout", hh.root / "stderr"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(hermes_argv(hermes, ctx), cwd=hh.workdir, env=hermes_env(hh),
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=max(1.0, started + ctx.timeout - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+        elapsed = time.monotonic() - started
+        stdout, stderr = _read_capped(out_path), _read_capped(err_path)
+        exit_code = proc.returncode if proc.returncode is not None else -9
     finally:
         if proc is not None and proc.poll() is None:
             _kill_group(proc)
+        recording = gateway.close_run(run_id)
         _remove_stray_containers(profile, getattr(sandbox, "id", None))
-        shutil.rmtree(hh.root, ignore_errors=True)
+        if hh is not None:
+            shutil.rmtree(hh.root, ignore_errors=True)
+    return result_from_run(ctx, exit_code=exit_code, timed_out=timed_out, elapsed=elapsed, stdout=stdout,
+                           stderr=stderr, recording=recording)
 
 
 class HermesRunner:
@@ -656,7 +636,8 @@ class HermesRunner:
         return hermes_reason(backend)
 
     def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
-        """Nothing: Hermes runs on the host and only its tools run in the sandbox."""
+        """Nothing: Hermes runs on the host (its model calls go to the gateway over
+        loopback TCP) and only its tools run in the sandbox."""
         return SandboxNeeds()
 
     def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
@@ -667,7 +648,7 @@ class HermesRunner:
         return frozenset(s.name for s in ctx.library.skills)
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
-        """One ``hermes -z`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
+        """One ``hermes chat -q`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
         return run_hermes_agent(ctx, sandbox)
 
 

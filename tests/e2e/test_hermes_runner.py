@@ -1,6 +1,7 @@
 """The ``hermes`` runner end to end: ``pytest --skill-court --skill-court-agent hermes
 --skill-court-sandbox docker`` in a pytester folder against the local test server, with
-real Hermes in real containers (busybox plus a static bash, ``tests/support/hermes_image.py``).
+real Hermes (``hermes chat -q``, its model calls through each worker's gateway) in real
+containers (busybox plus a static bash, ``tests/support/hermes_image.py``).
 
 Skipping rule as for Docker (``tests/support/sandbox_image.py``): ``require_hermes()``
 skips without the ``hermes`` CLI unless ``SKILL_COURT_REQUIRE_HERMES=1``.
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent import hermes_runner as hr
-from tests.support.builders import ini, junit_properties, question_number, run_court, task, write_skill, write_suite
+from tests.support.builders import (
+    ini,
+    junit_properties,
+    question_number,
+    run_court,
+    task,
+    write_skill,
+    write_suite,
+)
 from tests.support.hermes_setups import SKILL
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
@@ -81,7 +90,7 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
     props = junit_properties(pytester.path / "junit.xml")
     with_run = props[f"skills_tests.{SKILL}.yaml::t1[with]"]
     assert with_run["outcome"] == "success" and with_run["skill_loaded"] == "true"
-    assert int(with_run["tokens"]) == 330  # 3 calls of 100 + 10, summed from Hermes' usage file
+    assert int(with_run["tokens"]) == 330  # 3 calls of 100 + 10, counted by the model gateway
     assert props[f"skills_tests.{SKILL}.yaml::t1[without]"]["outcome"] == "failure"
     # The terminal ran in the sandbox (the check found out.txt there), never on the host.
     assert not os.path.exists(host_marker) and not os.path.exists("/workspace/out.txt")
@@ -96,8 +105,10 @@ def test_trial_through_hermes_in_docker(pytester: pytest.Pytester, hermes_image:
     views = [json.loads(r.tool_results()[0]["content"]) for r in requests if turn(r) == 1]
     refused = [v for v in views if not v.get("success")]
     assert len(refused) == 3 and all(v["error"] == DISABLED_MESSAGE for v in refused)
-    # The user's environment stayed out: no fake key on the wire.
+    # The user's environment stayed out: no fake key on the wire; every call came through a
+    # gateway, which put the ini's key in place of the run's token.
     assert all("sk-must-not-leak" not in json.dumps(r.headers) for r in requests)
+    assert all(not r.headers.get("authorization", "").startswith("Bearer sk-court-") for r in requests)
     # Everything is cleaned up: clones and containers.
     assert set(Path(tempfile.gettempdir()).glob("skillcourt-hermes-*")) == before
     left = client().api.containers(all=True, filters={"label": hr.LABEL_PROFILE})
