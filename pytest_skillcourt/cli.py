@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from pytest_skillcourt import __version__, sandbox
+from pytest_skillcourt import auto as auto_trials
 from pytest_skillcourt import tasks as task_commands
 from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.layout import Layout, LayoutError, check_library, default_hermes_home, hermes_layout, resolve
@@ -576,6 +577,8 @@ def _amount(low: float, *, strictly: bool) -> Callable[[str], float]:
 def cmd_trial(args: argparse.Namespace) -> int:
     """Put skills of a library on trial with the engine of ``pytest --skill-court``."""
     prog = _prog(args)
+    if args.auto:
+        return _trial_auto(args)
     try:
         layout = _layout(args)
         check_library(layout)
@@ -585,7 +588,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
             skills=tuple(args.skill), all_agent=args.all, models=tuple(args.model or ()), base_url=args.base_url,
             agent=args.agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
             budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
-            keep_sandboxes=args.keep_sandboxes, judge_model=args.judge_model, fresh=args.fresh,
+            keep_sandboxes=args.keep_sandboxes, fresh=args.fresh,
+            judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
+                                             if layout.hermes_home is not None else None),
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
             hermes_profile=Path(profile) if args.agent == "hermes" and profile else None)
         done = run_trial(layout, library, options, prog=prog)
@@ -665,7 +670,39 @@ def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", dest="as_json", action="store_true",
                         help="print the result as JSON (the --skill-court-json document, with exit_status "
                              "and library)")
+    parser.add_argument("--auto", action="store_true",
+                        help="the background runner of automatic trials (README \"Automatic trials\"): try the "
+                             "queued changes of the Hermes home, then exit; `auto on` starts it for you")
     parser.set_defaults(court_handler=cmd_trial)
+
+
+def _trial_auto(args: argparse.Namespace) -> int:
+    """``trial --auto``: the runner of the automatic trials of one Hermes home."""
+    if args.skill or args.all or args.skills_dir is not None:
+        _err(f"{_prog(args)} trial --auto: it tries the queue of a Hermes home; name no skill, no --all, "
+             "no --skills (pass --hermes-home DIR)")
+        return EXIT_TRIAL_USAGE
+    layout = _layout(args)
+    if layout.hermes_home is None:
+        return EXIT_TRIAL_USAGE
+    return auto_trials.run_queue(layout.hermes_home)
+
+
+# -- auto ----------------------------------------------------------------------------
+
+
+def cmd_auto(args: argparse.Namespace) -> int:
+    """``auto on|off|status``: automatic trials of the skills the Hermes agent writes."""
+    home = getattr(args, "hermes_home", None)
+    if home is None:
+        own = getattr(args, "court_hermes_home", None)
+        home = own() if own is not None else default_hermes_home()
+    return auto_trials.run_command(args, Path(home).expanduser().absolute(), out=_out, err=_err, prog=_prog(args))
+
+
+@subcommand("auto")
+def _parser_auto(sub: Any, common: argparse.ArgumentParser) -> None:
+    auto_trials.add_parser(sub, parents=[common], handler=cmd_auto, epilog=EPILOG)
 
 
 # -- tasks -------------------------------------------------------------------------

@@ -62,6 +62,7 @@ import logging
 import os
 import re
 import shlex
+import sys
 import textwrap
 import threading
 from collections import OrderedDict
@@ -69,6 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Container, Iterable, Mapping, Sequence
 
+from pytest_skillcourt import auto
 from pytest_skillcourt.quarantine import (
     ENV_VAR,
     QuarantineEntry,
@@ -813,6 +815,157 @@ class SkillCourtPlugin:
         return {"action": "block", "message": message} if message is not None else None
 
 
+# -- automatic trials (README "Automatic trials") -----------------------------------
+
+
+def hermes_home() -> Path:
+    """The active Hermes home (profiles honoured), else ``$HERMES_HOME``/``~/.hermes``."""
+    try:
+        from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
+
+        return Path(get_hermes_home())
+    except Exception:
+        return _fallback_dirs()[0].parent
+
+
+def _succeeded(result: Any) -> bool:
+    """A ``skill_manage`` result that says it worked (``{"success": true, ...}``)."""
+    try:
+        data = json.loads(result) if isinstance(result, str) else result
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("success") is True
+
+
+def show_to_user(text: str) -> str:
+    """Put a line in front of the CLI user, outside the conversation: through the
+    interactive CLI's own printer (``cli._cprint``, which prints above the input
+    area while prompt_toolkit runs), else on stderr.  Where it went."""
+    cli_module = sys.modules.get("cli")
+    printer = getattr(cli_module, "_cprint", None) if cli_module is not None else None
+    try:
+        from prompt_toolkit.application import get_app_or_none
+
+        running = get_app_or_none() is not None
+    except Exception:
+        running = False
+    if callable(printer) and running:
+        for line in text.splitlines():
+            printer(line)
+        return "cli"
+    print(text, file=sys.stderr, flush=True)
+    return "stderr"
+
+
+class AutoTrials:
+    """The hooks of automatic trials; every one logs its errors and never fails Hermes' call."""
+
+    def __init__(self, home: Callable[[], Path] = hermes_home) -> None:
+        self.home = home
+        self._failed: set[str] = set()
+
+    def _guard(self, name: str, call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except Exception:
+            if name not in self._failed:
+                self._failed.add(name)
+                logger.warning("skill-court: automatic trials: %s failed; Hermes goes on", name, exc_info=True)
+            else:
+                logger.debug("skill-court: automatic trials: %s failed", name, exc_info=True)
+
+    def _enabled(self, home: Path) -> bool:
+        return (home / auto.HERMES_DATA / auto.SETTINGS_NAME).exists() and auto.read_settings(home).enabled
+
+    def post_tool_call(self, tool_name: Any = None, args: Any = None, result: Any = None,
+                       session_id: Any = None, **kwargs: Any) -> None:
+        """``post_tool_call``: a successful ``skill_manage`` create/patch/edit queues the skill."""
+        if tool_name != "skill_manage" or not isinstance(args, dict):
+            return None
+
+        def queue() -> None:
+            action, name = args.get("action"), args.get("name")
+            if action not in auto.WATCHED_ACTIONS or not isinstance(name, str) or not _succeeded(result):
+                return
+            home = self.home()
+            if not self._enabled(home):
+                return
+            sid = str(session_id or "")
+            change = auto.queue_change(home, skill_name(name) or name, sid, str(action),
+                                       origin=auto.session_origin(home, sid) if sid else None)
+            if change is not None:
+                auto.log(home, f"{change['skill']}: {action} by session {sid or '?'} queued")
+
+        self._guard("post_tool_call", queue)
+        return None
+
+    def session_finalize(self, session_id: Any = None, **kwargs: Any) -> None:
+        """``on_session_finalize``: the session ended; its changes go on trial."""
+        def finish() -> None:
+            home = self.home()
+            if self._enabled(home):
+                auto.end_session(home, str(session_id or ""))
+                auto.maybe_start_runner(home)
+
+        self._guard("on_session_finalize", finish)
+        return None
+
+    def turn_end(self, **kwargs: Any) -> None:
+        """``on_session_end`` (0.19.0 fires it after every turn): start a runner for a
+        quiet or ready change."""
+        def check() -> None:
+            home = self.home()
+            if self._enabled(home):
+                auto.maybe_start_runner(home)
+
+        self._guard("on_session_end", check)
+        return None
+
+    def turn_start(self, platform: Any = None, session_id: Any = None, **kwargs: Any) -> None:
+        """``pre_llm_call``: show the CLI user their notices, start a runner for a quiet
+        change; returns nothing, so nothing enters the model's context."""
+        def check() -> None:
+            home = self.home()
+            if not (home / auto.HERMES_DATA).is_dir():
+                return
+            if str(platform or "cli") == "cli":
+                for notice in auto.take_notices(home, platform="cli", to="cli"):
+                    show_to_user(str(notice["text"]))
+            if self._enabled(home):
+                auto.maybe_start_runner(home)
+
+        self._guard("pre_llm_call", check)
+        return None
+
+    def gateway_dispatch(self, event: Any = None, gateway: Any = None, **kwargs: Any) -> None:
+        """``pre_gateway_dispatch``: a message from a chat; its sender's notices go to that
+        chat through the platform's adapter (only the sender who changed the skill, in
+        the same chat on the same platform)."""
+        def deliver() -> None:
+            source = getattr(event, "source", None)
+            platform = getattr(getattr(source, "platform", None), "value", None)
+            if source is None or not platform or gateway is None:
+                return
+            home = self.home()
+            if not (home / auto.HERMES_DATA / auto.STATE_NAME).exists():
+                return
+            adapter = (getattr(gateway, "adapters", None) or {}).get(source.platform)
+            if adapter is None:
+                return
+            notices = auto.take_notices(home, platform=str(platform), chat_id=source.chat_id,
+                                        user_id=source.user_id, to=f"{platform}:{source.chat_id}")
+            if not notices:
+                return
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            for notice in notices:
+                loop.create_task(adapter.send(source.chat_id, str(notice["text"])))
+
+        self._guard("pre_gateway_dispatch", deliver)
+        return None
+
+
 def _court_setup(parser: Any) -> None:
     from pytest_skillcourt import cli
 
@@ -836,6 +989,21 @@ def register(ctx: Any) -> None:
     ctx.register_hook("on_session_start", plugin.remember_model)
     ctx.register_hook("transform_tool_result", plugin.on_transform_tool_result)
     ctx.register_hook("pre_tool_call", plugin.on_pre_tool_call)
+    trials = AutoTrials()
+    ctx.register_hook("post_tool_call", trials.post_tool_call)
+    ctx.register_hook("on_session_finalize", trials.session_finalize)
+    ctx.register_hook("on_session_end", trials.turn_end)
+    ctx.register_hook("pre_llm_call", trials.turn_start)
+    ctx.register_hook("pre_gateway_dispatch", trials.gateway_dispatch)
+    register_task = getattr(ctx, "register_auxiliary_task", None)
+    if callable(register_task):
+        try:
+            register_task(auto.JUDGE_TASK, display_name="Skill Court judge",
+                          description="judges skill-court trials' answers without a check, finds causes, "
+                                      "drafts appeals",
+                          defaults={"provider": "auto", "model": "", "timeout": 120})
+        except Exception:
+            logger.warning("skill-court: could not register the auxiliary task %s", auto.JUDGE_TASK, exc_info=True)
     register_cli = getattr(ctx, "register_cli_command", None)
     if callable(register_cli):
         register_cli(

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from .agent.client import HOW_TO_CONFIGURE, ModelConfigError, resolve_model
 from .atomic import write_atomic
 from .layout import HERMES, Layout, agent_written, hermes_disabled, hermes_model, read_usage
+from .locks import held_elsewhere, locked
 from .report.terminal import fit_table, rows, terminal_width
 from .skills import Library
 from .stats.verdict import Verdict, VerdictKind
@@ -60,6 +61,8 @@ EXIT_NO_ANSWER = 6  # session.EXIT_NO_ANSWER: the model never answered
 DEFAULT_PARALLEL = 4
 CONFIG_NAME = "skill-court.toml"
 LOG_NAME = "last-trial.log"
+#: Held by every trial of a library while its session runs (README "Automatic trials").
+TRIAL_LOCK = "trial.lock"
 PLUGIN_MODULE = "pytest_skillcourt.plugin"
 
 EPILOG = """\
@@ -95,6 +98,7 @@ class TrialOptions:
     apply: bool = False
     keep_sandboxes: bool = False
     judge_model: str | None = None
+    judge_tokens: int | None = None
     fresh: bool = False
     as_json: bool = False
     quarantine: Path | None = None
@@ -246,6 +250,7 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
         ("base-url", base_url), ("agent", options.agent), ("sandbox", options.sandbox),
         ("tasks", options.tasks), ("reps", options.reps), ("budget", options.budget),
         ("timeout", options.timeout), ("judge-model", options.judge_model),
+        ("judge-tokens", options.judge_tokens),
         ("hermes-profile", options.hermes_profile),
     ]
     args += [f"--skill-court-{name}={value}" for name, value in one_to_one if value is not None]
@@ -446,8 +451,11 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
         main = pytest.main
     print(f"{prog} trial: {', '.join(selection.skills)} on {', '.join(models)}: {selection.runs} runs "
           f"({workers(options, selection.runs)} at a time); pytest's output: {log}", file=err, flush=True)
+    if layout.kind == HERMES and held_elsewhere(layout.data_dir / TRIAL_LOCK):
+        print(f"{prog} trial: another trial of this profile is running; waiting for it", file=err, flush=True)
     try:
-        with open(log, "w", encoding="utf-8") as handle, _stdout_to(handle):
+        # One trial at a time per profile: the automatic runner and a hand trial share the store.
+        with locked(layout.data_dir / TRIAL_LOCK), open(log, "w", encoding="utf-8") as handle, _stdout_to(handle):
             code = int(main(args, plugins=[Progress(err)]))
         document = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else None
     finally:

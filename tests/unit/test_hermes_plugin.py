@@ -398,7 +398,8 @@ def test_register_uses_hooks_hermes_knows(tmp_path: Path, monkeypatch: pytest.Mo
     ctx = FakeCtx()
     hermes.register(ctx)
     assert set(ctx.middleware) == {"llm_request"}
-    assert set(ctx.hooks) == {"pre_llm_call", "on_session_start", "transform_tool_result", "pre_tool_call"}
+    assert set(ctx.hooks) == {"pre_llm_call", "on_session_start", "transform_tool_result", "pre_tool_call",
+                              "post_tool_call", "on_session_end", "on_session_finalize", "pre_gateway_dispatch"}
     assert set(ctx.hooks) <= plugins.VALID_HOOKS and set(ctx.middleware) <= VALID_MIDDLEWARE
     assert set(ctx.cli_commands) == {"court"}
 

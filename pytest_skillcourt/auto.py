@@ -1,0 +1,1018 @@
+"""Automatic trials of the skills a Hermes agent writes (README "Automatic trials").
+
+Everything lives in the profile's court folder, ``$HERMES_HOME/plugin-data/skill-court/``:
+
+- ``auto.json``: the settings ``auto on|off`` writes (``enabled``, ``budget_usd`` a day,
+  ``quiet_minutes``, ``judge_tokens`` a day, ``sandbox``); missing means off;
+- ``auto-state.json``: the queue of changed skills, the notices, each day's spend and
+  judge tokens, and the skills whose automatic trials stopped; every change is a
+  read-modify-write under ``auto-state.lock`` with an atomic replace (``atomic``/``locks``);
+- ``auto.log``: what the background runner did, appended;
+- ``auto-runner.lock``: held by the one runner working through the queue;
+  ``trial.lock``: held by any trial of the profile (the runner waits for it).
+
+The plugin (:mod:`pytest_skillcourt.hermes`) calls :func:`queue_change` from Hermes'
+``post_tool_call`` on a ``skill_manage`` create/patch/edit, :func:`end_session` from
+``on_session_finalize``, and :func:`maybe_start_runner` from those and from
+``pre_llm_call`` (a skill quiet for ``quiet_minutes``).  The runner is
+``skill-court trial --auto`` (:func:`run_queue`), started in its own process session.
+
+A change is ``queued`` (its session still runs), ``ready`` (session ended or quiet),
+``running``, ``waiting`` (left unfinished: the sandbox or the model was not there, or
+the runner died; a new runner takes it, started at most every
+:data:`RETRY_SECONDS`), or closed: ``done``, ``failed`` (with a notice), ``stopped``
+(no price, budget rules) or ``skipped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+
+from . import locks
+from .atomic import write_atomic
+from .layout import HERMES_DATA, Layout, _hermes_config, hermes_layout, hermes_model
+from .mine import (
+    COMPACTION_PREFIXES,
+    REVIEW_HARNESS_PREFIXES,
+    SKILL_AUTHORING,
+    MinedTask,
+    MineError,
+    StateDBError,
+    _connect,
+    write_suite,
+)
+from .quarantine import QuarantineFileError, read_entries
+from .skills import LibraryError, load_library
+from .transcript import message_text, parse_calls, skill_name
+from .trial_cli import TrialOptions, TrialUsageError, run_trial
+
+SETTINGS_NAME = "auto.json"
+STATE_NAME = "auto-state.json"
+LOG_NAME = "auto.log"
+STATE_LOCK = "auto-state.lock"
+RUNNER_LOCK = "auto-runner.lock"
+TRIAL_LOCK = "trial.lock"
+
+DEFAULT_BUDGET = 2.0
+DEFAULT_QUIET_MINUTES = 15.0
+DEFAULT_JUDGE_TOKENS = 300_000
+#: A change left unfinished is taken up by a new runner at most this often.
+RETRY_SECONDS = 30 * 60
+#: How many changes and notices ``auto status`` shows.
+STATUS_ROWS = 20
+#: How many closed changes and delivered notices the state file keeps.
+KEEP_CLOSED = 200
+#: The auxiliary task of the judge (``auxiliary.skill_court_judge`` in config.yaml).
+JUDGE_TASK = "skill_court_judge"
+
+OPEN = ("queued", "ready", "running", "waiting")
+WATCHED_ACTIONS = ("create", "patch", "edit")
+
+
+class AutoError(ValueError):
+    """A settings or state file, or an option, cannot be used; the message says how to fix it."""
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+def data_dir(home: Path) -> Path:
+    """The profile's court folder."""
+    return Path(home).expanduser().absolute() / HERMES_DATA
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _day(ts: float) -> str:
+    """The local calendar day of ``ts`` (a daily budget follows the user's clock)."""
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class AutoSettings:
+    """What ``auto on`` set."""
+
+    enabled: bool = False
+    budget_usd: float = DEFAULT_BUDGET
+    quiet_minutes: float = DEFAULT_QUIET_MINUTES
+    judge_tokens: int = DEFAULT_JUDGE_TOKENS
+    sandbox: str | None = None  # None: the court's default (docker when an engine answers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": 1, **asdict(self)}
+
+
+def check_budget(value: Any, where: str) -> float:
+    """A daily budget in USD: a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise AutoError(f"{where}: budget_usd must be a finite number of dollars >= 0, got {value!r}; "
+                        "set it with `auto on --budget USD`")
+    return float(value)
+
+
+def check_quiet(value: Any, where: str) -> float:
+    """Quiet minutes: a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise AutoError(f"{where}: quiet_minutes must be a number of minutes above 0, got {value!r}; "
+                        "set it with `auto on --quiet-minutes M`")
+    return float(value)
+
+
+def check_tokens(value: Any, where: str) -> int:
+    """A daily judge-token cap: a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AutoError(f"{where}: judge_tokens must be a whole number >= 0, got {value!r}; "
+                        "set it with `auto on --judge-tokens N`")
+    return value
+
+
+def read_settings(home: Path) -> AutoSettings:
+    """``auto.json`` of the profile; a missing file is "off".
+
+    Raises:
+        AutoError: the file is not JSON or a field is wrong (the message names file and field).
+    """
+    path = data_dir(home) / SETTINGS_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return AutoSettings()
+    except OSError as exc:
+        raise AutoError(f"{path}: cannot read it ({exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise AutoError(f"{path}: not JSON ({exc}); run `auto on` or `auto off` to write it again") from None
+    if not isinstance(data, dict):
+        raise AutoError(f"{path}: expected a JSON object; run `auto on` or `auto off` to write it again")
+    enabled = data.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise AutoError(f"{path}: enabled must be true or false, got {enabled!r}; run `auto on` or `auto off`")
+    sandbox = data.get("sandbox")
+    if sandbox is not None and sandbox not in ("docker", "local", "auto"):
+        raise AutoError(f"{path}: sandbox must be docker, local or auto, got {sandbox!r}; "
+                        "set it with `auto on --sandbox NAME`")
+    return AutoSettings(
+        enabled=enabled,
+        budget_usd=check_budget(data.get("budget_usd", DEFAULT_BUDGET), str(path)),
+        quiet_minutes=check_quiet(data.get("quiet_minutes", DEFAULT_QUIET_MINUTES), str(path)),
+        judge_tokens=check_tokens(data.get("judge_tokens", DEFAULT_JUDGE_TOKENS), str(path)),
+        sandbox=sandbox)
+
+
+def write_settings(home: Path, settings: AutoSettings) -> Path:
+    """Replace ``auto.json`` atomically."""
+    path = data_dir(home) / SETTINGS_NAME
+    with locks.locked(data_dir(home) / STATE_LOCK):
+        write_atomic(path, json.dumps(settings.to_dict(), indent=2) + "\n")
+    return path
+
+
+def _empty_state() -> dict[str, Any]:
+    return {"version": 1, "changes": [], "notices": [], "days": {}, "stopped": {}, "runner": {}}
+
+
+def read_state(home: Path) -> dict[str, Any]:
+    """``auto-state.json`` (writes are atomic renames, so reading needs no lock).
+
+    Raises:
+        AutoError: the file is not a state file (the message says how to start afresh).
+    """
+    path = data_dir(home) / STATE_NAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return _empty_state()
+    except (OSError, ValueError) as exc:
+        raise AutoError(f"{path}: unreadable ({exc}); move it away to start the queue afresh") from None
+    if not isinstance(data, dict) or not isinstance(data.get("changes"), list) \
+            or not isinstance(data.get("notices"), list):
+        raise AutoError(f"{path}: not a skill-court queue (changes and notices must be lists); "
+                        "move it away to start the queue afresh")
+    state = _empty_state()
+    state.update(data)
+    for key in ("days", "stopped", "runner"):
+        if not isinstance(state.get(key), dict):
+            state[key] = {}
+    return state
+
+
+@contextlib.contextmanager
+def editing_state(home: Path) -> Iterator[dict[str, Any]]:
+    """The state, held under the state lock; written back atomically when the block ends."""
+    folder = data_dir(home)
+    with locks.locked(folder / STATE_LOCK):
+        state = read_state(home)
+        yield state
+        _trim(state)
+        write_atomic(folder / STATE_NAME, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
+
+
+def _trim(state: dict[str, Any]) -> None:
+    closed = [c for c in state["changes"] if c.get("status") not in OPEN]
+    if len(closed) > KEEP_CLOSED:
+        drop = {id(c) for c in closed[:len(closed) - KEEP_CLOSED]}
+        state["changes"] = [c for c in state["changes"] if id(c) not in drop]
+    if len(state["notices"]) > KEEP_CLOSED:
+        state["notices"] = state["notices"][-KEEP_CLOSED:]
+    days = sorted(state["days"])
+    for day in days[:-31]:
+        del state["days"][day]
+
+
+def log(home: Path, text: str, *, now: float | None = None) -> None:
+    """Append a line to ``auto.log``."""
+    path = data_dir(home) / LOG_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"{_iso(now or _now())} {text}\n")
+
+
+# -- the spend of a day -----------------------------------------------------------------------
+
+
+def today(hermes_home: Path, now: float | None = None) -> dict[str, Any]:
+    """Today's automatic spend and judge tokens against their caps (for ``auto status``
+    and the dashboard): ``date``, ``spend_usd``, ``budget_usd``, ``judge_tokens``,
+    ``judge_tokens_cap``, ``enabled``.  A broken file gives zeros and ``error``."""
+    now = now or _now()
+    out: dict[str, Any] = {"date": _day(now), "spend_usd": 0.0, "judge_tokens": 0, "enabled": False,
+                           "budget_usd": DEFAULT_BUDGET, "judge_tokens_cap": DEFAULT_JUDGE_TOKENS}
+    try:
+        settings = read_settings(hermes_home)
+        day = read_state(hermes_home)["days"].get(_day(now)) or {}
+    except AutoError as exc:
+        out["error"] = str(exc)
+        return out
+    out.update(enabled=settings.enabled, budget_usd=settings.budget_usd, judge_tokens_cap=settings.judge_tokens,
+               spend_usd=round(float(day.get("spend_usd", 0.0)), 6), judge_tokens=int(day.get("judge_tokens", 0)))
+    return out
+
+
+def _charge(state: dict[str, Any], now: float, spend: float, tokens: int) -> None:
+    day = state["days"].setdefault(_day(now), {"spend_usd": 0.0, "judge_tokens": 0})
+    day["spend_usd"] = float(day.get("spend_usd", 0.0)) + max(0.0, spend)
+    day["judge_tokens"] = int(day.get("judge_tokens", 0)) + max(0, tokens)
+
+
+# -- the queue ----------------------------------------------------------------------------------
+
+
+def _open_change(state: Mapping[str, Any], skill: str) -> dict[str, Any] | None:
+    for change in state["changes"]:
+        if change.get("skill") == skill and change.get("status") in OPEN:
+            return change  # type: ignore[no-any-return]
+    return None
+
+
+def queue_change(home: Path, skill: str, session_id: str, action: str, *, now: float | None = None,
+                 origin: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Queue ``skill`` changed by ``session_id`` (a ``skill_manage`` ``action``); None when
+    automatic trials are off, the action is not watched, or the skill's trials stopped.
+
+    A skill with an open change keeps one entry: the newest change's session and time
+    (so its quiet time starts again), the sessions that changed it remembered."""
+    if action not in WATCHED_ACTIONS or not skill:
+        return None
+    if not read_settings(home).enabled:
+        return None
+    now = now or _now()
+    with editing_state(home) as state:
+        if skill in state["stopped"]:
+            return None
+        change = _open_change(state, skill)
+        if change is not None and change.get("status") == "running":
+            change = None  # the running trial is about older bytes: queue the new ones too
+        if change is None:
+            change = {"id": uuid.uuid4().hex[:12], "skill": skill, "queued_at": now, "attempts": 0,
+                      "sessions": [], "status": "queued"}
+            state["changes"].append(change)
+        change.update(session_id=session_id, action=action, changed_at=now,
+                      status="queued" if change["status"] in ("queued", "ready") else change["status"])
+        if origin:
+            change["origin"] = dict(origin)
+        if session_id and session_id not in change["sessions"]:
+            change["sessions"].append(session_id)
+        return dict(change)
+
+
+def end_session(home: Path, session_id: str) -> int:
+    """The session ended: its queued changes are ready for a trial; how many."""
+    if not session_id or not read_settings(home).enabled:
+        return 0
+    count = 0
+    with editing_state(home) as state:
+        for change in state["changes"]:
+            if change.get("status") == "queued" and change.get("session_id") == session_id:
+                change["status"] = "ready"
+                count += 1
+    return count
+
+
+def due(state: Mapping[str, Any], settings: AutoSettings, now: float) -> list[dict[str, Any]]:
+    """The changes a runner should take now, oldest first: ready, quiet for
+    ``quiet_minutes``, waiting (left unfinished), or running with no runner alive
+    (the caller holds the runner lock)."""
+    quiet = settings.quiet_minutes * 60
+    out = []
+    for change in state["changes"]:
+        status = change.get("status")
+        if change.get("skill") in state["stopped"]:
+            continue
+        if status in ("ready", "waiting", "running") or (
+                status == "queued" and now - float(change.get("changed_at", now)) >= quiet):
+            out.append(change)
+    return sorted(out, key=lambda c: float(c.get("changed_at", 0)))
+
+
+def wants_runner(home: Path, now: float | None = None) -> bool:
+    """True when a runner should start now: automatic trials on, no runner working,
+    and a change due that is new (ready or quiet), or only unfinished ones and no
+    runner started for :data:`RETRY_SECONDS`."""
+    now = now or _now()
+    settings = read_settings(home)
+    if not settings.enabled:
+        return False
+    state = read_state(home)
+    changes = due(state, settings, now)
+    if not changes:
+        return False
+    if locks.held_elsewhere(data_dir(home) / RUNNER_LOCK):
+        return False
+    fresh = [c for c in changes if c.get("status") in ("ready", "queued")]
+    if fresh:
+        return True
+    last = float(state["runner"].get("started_at", 0.0))
+    return now - last >= RETRY_SECONDS
+
+
+def runner_command(home: Path) -> list[str]:
+    """The background runner: ``skill-court trial --auto`` on this profile."""
+    return [sys.executable, "-m", "pytest_skillcourt.cli", "trial", "--auto", "--hermes-home", str(home)]
+
+
+def start_runner(home: Path, *, now: float | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Start the runner in its own process session (stdin from /dev/null, output into
+    ``auto.log``); its pid.  Never waits for it."""
+    now = now or _now()
+    folder = data_dir(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    environ = dict(env if env is not None else os.environ)
+    environ["HERMES_HOME"] = str(Path(home).expanduser().absolute())
+    with open(folder / LOG_NAME, "a", encoding="utf-8") as out:
+        proc = subprocess.Popen(runner_command(home), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True, env=environ, cwd=str(folder), close_fds=True)
+    with editing_state(home) as state:
+        state["runner"] = {"pid": proc.pid, "started_at": now}
+    log(home, f"runner {proc.pid} started", now=now)
+    return proc.pid
+
+
+def maybe_start_runner(home: Path, *, now: float | None = None) -> int | None:
+    """Start a runner when :func:`wants_runner`; its pid, else None."""
+    if wants_runner(home, now):
+        return start_runner(home, now=now)
+    return None
+
+
+# -- notices --------------------------------------------------------------------------------------
+
+
+def add_notice(state: dict[str, Any], change: Mapping[str, Any], text: str, *, now: float,
+               kind: str = "verdict", model: str | None = None) -> dict[str, Any]:
+    """Record a notice for whoever made ``change`` (delivered once, at their next turn)."""
+    notice = {"id": uuid.uuid4().hex[:12], "kind": kind, "skill": change.get("skill"), "model": model,
+              "session_id": change.get("session_id"), "origin": change.get("origin") or {"platform": "cli"},
+              "text": text, "made_at": now, "delivered_at": None, "delivered_to": None}
+    state["notices"].append(notice)
+    return notice
+
+
+def _same_sender(origin: Mapping[str, Any], platform: str, chat_id: Any, user_id: Any) -> bool:
+    """A gateway notice goes only to the same sender in the same chat on the same platform;
+    a CLI notice to the next CLI turn of the profile."""
+    want = str(origin.get("platform") or "cli")
+    if want != (platform or "cli"):
+        return False
+    if want == "cli":
+        return True
+    return (str(origin.get("chat_id") or "") == str(chat_id or "") and
+            str(origin.get("user_id") or "") == str(user_id or "") and bool(origin.get("chat_id")))
+
+
+def take_notices(home: Path, *, platform: str, chat_id: Any = None, user_id: Any = None,
+                 now: float | None = None, to: str = "") -> list[dict[str, Any]]:
+    """The undelivered notices for this sender, marked delivered (each goes out once)."""
+    now = now or _now()
+    path = data_dir(home) / STATE_NAME
+    if not path.exists():
+        return []
+    state = read_state(home)
+    if not any(n.get("delivered_at") is None and _same_sender(n.get("origin") or {}, platform, chat_id, user_id)
+               for n in state["notices"]):
+        return []  # the common case: no lock, no write
+    out = []
+    with editing_state(home) as state:
+        for notice in state["notices"]:
+            if notice.get("delivered_at") is None and _same_sender(notice.get("origin") or {}, platform,
+                                                                   chat_id, user_id):
+                notice["delivered_at"] = now
+                notice["delivered_to"] = to or platform
+                out.append(dict(notice))
+    return out
+
+
+def session_origin(home: Path, session_id: str) -> dict[str, Any]:
+    """Where a session runs (``sessions`` of state.db: source, user_id, chat_id); CLI when unknown."""
+    state_db = Path(home) / "state.db"
+    try:
+        conn = _connect(state_db)
+    except MineError:
+        return {"platform": "cli"}
+    try:
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
+        wanted = [c for c in ("source", "user_id", "chat_id") if c in cols]
+        row = conn.execute(f"SELECT {', '.join(wanted)} FROM sessions WHERE id = ?", (session_id,)).fetchone() \
+            if wanted else None
+    except sqlite3.DatabaseError:
+        row = None
+    finally:
+        conn.close()
+    if not row:
+        return {"platform": "cli"}
+    found = dict(zip(wanted, row))
+    return {"platform": str(found.get("source") or "cli"), "user_id": found.get("user_id"),
+            "chat_id": found.get("chat_id")}
+
+
+# -- tasks of a change ------------------------------------------------------------------------------
+
+
+def session_requests(state_db: Path, session_ids: Sequence[str], skill: str) -> list[MinedTask]:
+    """The user requests of the sessions that changed ``skill``, except the turns that
+    wrote it (a ``skill_manage`` create/patch/edit on it) or asked for a skill to be
+    written; turns split as ``tasks mine`` splits them (README "Mining tasks").
+
+    Raises:
+        StateDBError: the file is missing or unreadable.
+    """
+    wanted = [s for s in session_ids if s]
+    if not wanted:
+        return []
+    conn = _connect(Path(state_db))
+    try:
+        marks = ", ".join("?" for _ in wanted)
+        rows = conn.execute(
+            "SELECT session_id, role, content, tool_calls, timestamp FROM messages "
+            f"WHERE session_id IN ({marks}) ORDER BY session_id, id", wanted).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StateDBError(f"{state_db}: reading the session history failed ({exc})") from exc
+    finally:
+        conn.close()
+    out: list[MinedTask] = []
+    turn: dict[str, Any] | None = None
+
+    def close() -> None:
+        if turn is not None and not turn["wrote"] and turn["prompt"] and not SKILL_AUTHORING.search(turn["prompt"]):
+            out.append(MinedTask(skill=skill, prompt=turn["prompt"], session_id=turn["session"],
+                                 timestamp=turn["at"]))
+
+    for session_id, role, content, tool_calls, timestamp in rows:
+        if turn is not None and turn["session"] != session_id:
+            close()
+            turn = None
+        if role == "user":
+            text = message_text(content).strip()
+            if text.startswith(COMPACTION_PREFIXES):
+                continue
+            close()
+            turn = None if text.startswith(REVIEW_HARNESS_PREFIXES) else \
+                {"session": session_id, "prompt": text, "at": float(timestamp or 0.0), "wrote": False}
+        elif turn is not None and role == "assistant":
+            for call in parse_calls(tool_calls):
+                if call.name == "skill_manage" and call.arguments.get("action") in WATCHED_ACTIONS \
+                        and skill_name(call.arguments.get("name")) == skill:
+                    turn["wrote"] = True
+    close()
+    return out
+
+
+# -- the judge inside Hermes ----------------------------------------------------------------------
+
+
+def judge_model(home: Path) -> tuple[str | None, str | None]:
+    """The judge model of the profile, as Hermes resolves an auxiliary task:
+    ``auxiliary.skill_court_judge`` ``provider``/``model``/``base_url`` when set,
+    else ("auto") the main model; ``(label, base_url)``, ``(None, None)`` for the main model."""
+    aux = _hermes_config(home).get("auxiliary")
+    task = aux.get(JUDGE_TASK) if isinstance(aux, dict) else None
+    if not isinstance(task, dict):
+        return None, None
+    model = str(task.get("model") or "").strip()
+    provider = str(task.get("provider") or "auto").strip().lower()
+    if not model or model.lower() == "auto":
+        return None, None
+    base_url = str(task.get("base_url") or "").strip() or None
+    if provider in ("", "auto"):
+        main = hermes_model(home)
+        head = main.label.split("/", 1)[0] if main.label else "custom"
+        return f"{head}/{model}", base_url or main.base_url
+    if base_url or provider == "custom":
+        return f"custom/{model}", base_url
+    return f"{provider}/{model}", None
+
+
+# -- the runner -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """What the runner did with one change (for the log and the tests)."""
+
+    change: str
+    skill: str
+    status: str
+    detail: str = ""
+    spend: float = 0.0
+    judge_tokens: int = 0
+    notices: list[str] = field(default_factory=list)
+
+
+def _judge_tokens_of(store_path: Path, trial: str) -> int:
+    if not trial or not store_path.exists():
+        return 0
+    from .store import Store
+
+    store = Store(store_path, readonly=True)
+    try:
+        row = store._db.execute("SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM judgments "
+                                "WHERE trial = ?", (trial,)).fetchone()
+        return int(row[0] or 0)
+    except Exception:
+        return 0
+    finally:
+        store.close()
+
+
+def _unpriced(store_path: Path, trial: str) -> list[str]:
+    if not trial or not store_path.exists():
+        return []
+    from .store import Store
+
+    store = Store(store_path, readonly=True)
+    try:
+        return list(store.unpriced_models(trial))
+    finally:
+        store.close()
+
+
+def _hand_entries(quarantine: Path, skill: str) -> list[str]:
+    try:
+        return [e.model for e in read_entries(quarantine) if e.skill == skill and e.set_by != "trial"]
+    except (QuarantineFileError, OSError):
+        return []
+
+
+def notice_text(verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_models: Sequence[str],
+                appeal: Mapping[str, Any] | None, prog: str) -> str:
+    """The notice of one verdict (README "Automatic trials"): skill, model, verdict and its
+    numbers, cause and skill line, what was hidden and how to show it again, a proven fix."""
+    skill, model = str(verdict.get("skill")), str(verdict.get("model"))
+    v = verdict.get("verdict") or {}
+    kind = str(v.get("kind", "?"))
+    lines = [f"skill-court: automatic trial of '{skill}' on {model}: {kind}: {v.get('line', '')}".rstrip()]
+    cause = verdict.get("cause") or {}
+    if cause.get("cause"):
+        lines.append(f"  cause: {cause['cause']}")
+        if cause.get("line"):
+            lines.append(f"  skill line: {cause['line']}")
+    q = doc.get("quarantine") or {}
+    for entry in q.get("set") or []:
+        if entry.get("skill") == skill:
+            lines.append(f"  hidden from {entry['model']}: '{skill}' (index, skills_list, skill_view); show it "
+                         f"again: {prog} release {shlex.quote(skill)} --model {shlex.quote(str(entry['model']))}")
+    for entry in q.get("lifted") or []:
+        if entry.get("skill") == skill:
+            lines.append(f"  the quarantine this court's trial set for {entry['model']} is lifted: the changed "
+                         "skill no longer hurts")
+    if kind != "HURTS":
+        for hand in hand_models:
+            lines.append(f"  a quarantine set by hand for {hand} stays (trials never lift one): "
+                         f"{prog} release {shlex.quote(skill)} --model {shlex.quote(hand)}")
+    if appeal:
+        if appeal.get("decision") == "granted":
+            lines.append(f"  proven fix: appeal #{appeal.get('appeal_id')} ({appeal.get('reason')}); see it with "
+                         f"`{prog} appeal show {shlex.quote(skill)} --model {shlex.quote(model)}`, apply it with "
+                         f"`{prog} appeal apply {shlex.quote(skill)} --model {shlex.quote(model)}`")
+        else:
+            lines.append(f"  no proven fix: {appeal.get('reason')}")
+    return "\n".join(lines)
+
+
+class Runner:
+    """``skill-court trial --auto``: work through the queue of one profile."""
+
+    def __init__(self, home: Path, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
+                 trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None) -> None:
+        self.home = Path(home).expanduser().absolute()
+        self.layout: Layout = hermes_layout(self.home)
+        self.out = out or sys.stderr
+        self.clock = clock
+        self._trial = trial
+        self._appeal = appeal
+        self.steps: list[Step] = []
+
+    def say(self, text: str) -> None:
+        log(self.home, text, now=self.clock())
+
+    def run(self) -> int:
+        """Take the runner lock (exit at once if another runner has it), then the
+        queue, one change at a time, until nothing is due; 0, or 4 for bad settings."""
+        try:
+            settings = read_settings(self.home)
+        except AutoError as exc:
+            print(f"skill-court trial --auto: {exc}", file=self.out)
+            return 4
+        try:
+            lock = locks.acquire(data_dir(self.home) / RUNNER_LOCK, wait=False)
+        except locks.LockBusy:
+            self.say(f"runner {os.getpid()}: another runner is working through the queue; leaving it to it")
+            return 0
+        try:
+            self.say(f"runner {os.getpid()}: working through the queue")
+            with editing_state(self.home) as state:
+                state["runner"] = {"pid": os.getpid(), "started_at": self.clock()}
+            tried: set[str] = set()
+            while True:
+                settings = read_settings(self.home)
+                if not settings.enabled:
+                    self.say("automatic trials are off; the queue stays")
+                    break
+                state = read_state(self.home)
+                changes = [c for c in due(state, settings, self.clock()) if c["id"] not in tried]
+                if not changes:
+                    break
+                change = changes[0]
+                tried.add(change["id"])
+                if not self._within_caps(settings, change):
+                    break
+                self.steps.append(self.one(change, settings))
+            self.say(f"runner {os.getpid()}: the queue is empty; exiting")
+        finally:
+            lock.release()
+        return 0
+
+    def _within_caps(self, settings: AutoSettings, change: Mapping[str, Any]) -> bool:
+        day = today(self.home, self.clock())
+        reason = None
+        if day["spend_usd"] >= settings.budget_usd:
+            reason = (f"the daily budget is reached (${day['spend_usd']:.4f} of ${settings.budget_usd:.2f} spent "
+                      f"on {day['date']}); no new automatic trial until tomorrow (raise it: auto on --budget USD)")
+        elif day["judge_tokens"] >= settings.judge_tokens:
+            reason = (f"the daily judge-token cap is reached ({day['judge_tokens']} of {settings.judge_tokens} "
+                      f"tokens on {day['date']}); no new automatic trial until tomorrow "
+                      "(raise it: auto on --judge-tokens N)")
+        if reason is None:
+            return True
+        self.say(reason + f"; '{change['skill']}' stays queued")
+        with editing_state(self.home) as state:
+            key = f"cap:{day['date']}"
+            if not any(n.get("kind") == key for n in state["notices"]):
+                add_notice(state, change, "skill-court: " + reason, now=self.clock(), kind=key)
+        return False
+
+    def _set(self, change_id: str, **values: Any) -> None:
+        with editing_state(self.home) as state:
+            for change in state["changes"]:
+                if change["id"] == change_id:
+                    change.update(values)
+
+    def _close(self, change: Mapping[str, Any], status: str, detail: str, *, notice: str | None = None,
+               spend: float = 0.0, tokens: int = 0, stop: str | None = None) -> Step:
+        now = self.clock()
+        with editing_state(self.home) as state:
+            for c in state["changes"]:
+                if c["id"] == change["id"]:
+                    c.update(status=status, detail=detail, finished_at=now)
+            _charge(state, now, spend, tokens)
+            if stop:
+                state["stopped"][change["skill"]] = {"reason": stop, "at": now}
+            if notice:
+                add_notice(state, change, notice, now=now, kind=status)
+        self.say(f"{change['skill']} ({change['id']}): {status}: {detail}")
+        return Step(change["id"], change["skill"], status, detail, spend, tokens, [notice] if notice else [])
+
+    def one(self, change: Mapping[str, Any], settings: AutoSettings) -> Step:
+        """Try one change: its session's requests and the skill's suite, within what is
+        left of the day's budget and judge tokens."""
+        skill = change["skill"]
+        now = self.clock()
+        self._set(change["id"], status="running", started_at=now, attempts=int(change.get("attempts", 0)) + 1,
+                  runner=os.getpid())
+        self.say(f"{skill} ({change['id']}): trial starts (attempt {int(change.get('attempts', 0)) + 1}, "
+                 f"changed by session {change.get('session_id')})")
+        try:
+            library = load_library(self.layout.skills_dir)
+        except LibraryError as exc:
+            return self._close(change, "failed", f"the library cannot be read: {exc}",
+                               notice=f"skill-court: no automatic trial of '{skill}': the library cannot be read ({exc})")
+        if library.get(skill) is None:
+            return self._close(change, "skipped", f"'{skill}' is no longer in {self.layout.skills_dir}")
+        added = 0
+        try:
+            requests = session_requests(self.home / "state.db", change.get("sessions") or [change.get("session_id")],
+                                        skill)
+            if requests:
+                added = write_suite(skill, requests, self.layout.suites_dir, source="an automatic trial").added
+        except MineError as exc:
+            self.say(f"{skill}: the session's requests could not be read ({exc}); the suite alone is tried")
+        self.say(f"{skill}: {added} request(s) of the changing session added to its suite")
+        day = today(self.home, self.clock())
+        budget = max(0.0, settings.budget_usd - day["spend_usd"])
+        tokens_left = max(0, settings.judge_tokens - day["judge_tokens"])
+        judge, _ = judge_model(self.home)
+        options = TrialOptions(skills=(skill,), apply=True, budget=budget, sandbox=settings.sandbox,
+                               parallel=1, judge_model=judge, judge_tokens=tokens_left)
+        trial = self._trial or run_trial
+        try:
+            done = trial(self.layout, library, options, prog="hermes court", err=self.out)
+        except TrialUsageError as exc:
+            text = str(exc)
+            if "no tasks" in text:
+                return self._close(change, "skipped", text, notice=f"skill-court: no automatic trial of '{skill}': {text}")
+            return self._wait(change, text)
+        except Exception as exc:  # the trial broke: close it with a notice, never retry forever
+            return self._close(change, "failed", f"the trial failed: {exc!r}",
+                               notice=f"skill-court: the automatic trial of '{skill}' failed: {exc}")
+        doc = done.document or {}
+        spend = float(doc.get("spend_usd") or 0.0)
+        trial_id = str(doc.get("trial") or "")
+        tokens = _judge_tokens_of(self.layout.store, trial_id)
+        if done.exit_status in (4, 6) and not doc.get("verdicts"):
+            # a sandbox or model that was not there: unfinished, a new runner tries again
+            self._charge_only(spend, tokens)
+            return self._wait(change, f"the trial could not run (exit {done.exit_status}); see {done.log}")
+        unpriced = _unpriced(self.layout.store, trial_id)
+        if unpriced:
+            text = (f"skill-court: automatic trials of '{skill}' stop: no price is known for "
+                    f"{', '.join(unpriced)}, so spend cannot be held to the daily budget. Add prices "
+                    "(ini skill_court_prices) or try it by hand: hermes court trial "
+                    f"{shlex.quote(skill)} --allow-unpriced")
+            return self._close(change, "stopped", "no price", notice=text, spend=spend, tokens=tokens,
+                               stop="no price known for " + ", ".join(unpriced))
+        verdicts = [v for v in doc.get("verdicts") or [] if v.get("skill") == skill]
+        if not verdicts:
+            errors = "; ".join(map(str, doc.get("errors") or [])) or f"exit {done.exit_status}, see {done.log}"
+            return self._close(change, "failed", f"no verdict: {errors}", spend=spend, tokens=tokens,
+                               notice=f"skill-court: the automatic trial of '{skill}' gave no verdict: {errors}")
+        notices = []
+        for verdict in verdicts:
+            appeal = None
+            kind = (verdict.get("verdict") or {}).get("kind")
+            if kind == "HURTS" and (verdict.get("cause") or {}).get("cause"):
+                appeal = self._try_appeal(skill, str(verdict.get("model")), settings, spend, tokens)
+                if appeal:
+                    spend += float(appeal.pop("spend", 0.0))
+            notices.append(notice_text(verdict, doc, hand_models=_hand_entries(self.layout.quarantine, skill),
+                                       appeal=appeal, prog="hermes court"))
+        now = self.clock()
+        with editing_state(self.home) as state:
+            for c in state["changes"]:
+                if c["id"] == change["id"]:
+                    c.update(status="done", finished_at=now, trial=trial_id,
+                             verdicts=[(v.get("model"), (v.get("verdict") or {}).get("kind")) for v in verdicts],
+                             detail=f"spend ${spend:.4f}, {tokens} judge tokens")
+            _charge(state, now, spend, tokens)
+            for text, verdict in zip(notices, verdicts):
+                add_notice(state, change, text, now=now, model=str(verdict.get("model")))
+        for text in notices:
+            self.say(text.replace("\n", " | "))
+        return Step(change["id"], skill, "done", ", ".join(str((v.get("verdict") or {}).get("kind")) for v in verdicts),
+                    spend, tokens, notices)
+
+    def _charge_only(self, spend: float, tokens: int) -> None:
+        if spend or tokens:
+            with editing_state(self.home) as state:
+                _charge(state, self.clock(), spend, tokens)
+
+    def _wait(self, change: Mapping[str, Any], why: str) -> Step:
+        self._set(change["id"], status="waiting", detail=why, waiting_since=self.clock())
+        self.say(f"{change['skill']} ({change['id']}): left unfinished, a new runner takes it up "
+                 f"(at most every {RETRY_SECONDS // 60} minutes): {why}")
+        return Step(change["id"], change["skill"], "waiting", why)
+
+    def _try_appeal(self, skill: str, model: str, settings: AutoSettings, spend: float,
+                    tokens: int) -> dict[str, Any] | None:
+        """Draft and try an appeal of a HURTS with a cause, within what the day has left;
+        never applied.  A dict with ``decision``, ``reason``, ``appeal_id``, ``spend``."""
+        day = today(self.home, self.clock())
+        if day["spend_usd"] + spend >= settings.budget_usd or day["judge_tokens"] + tokens >= settings.judge_tokens:
+            return {"decision": "not tried", "reason": "the daily budget left nothing for an appeal"}
+        if self._appeal is not None:
+            return self._appeal(skill, model)  # type: ignore[no-any-return]
+        from . import appeal as ap
+        from .agent.client import ChatClient, resolve_model
+        from .store import Store
+
+        judge, judge_url = judge_model(self.home)
+        main = hermes_model(self.home)
+        store = Store(self.layout.store)
+        try:
+            result = ap.make_appeal(
+                store, skill, model,
+                client_for=lambda label: ChatClient(resolve_model(label, base_url=judge_url or main.base_url)),
+                judge_model=judge, base_url=main.base_url,
+                pytest_args=["-c", str(self.layout.data_dir / "skill-court.toml"),
+                             f"--skill-court-budget={max(0.0, settings.budget_usd - day['spend_usd'] - spend):.4f}",
+                             *([f"--skill-court-sandbox={settings.sandbox}"] if settings.sandbox else [])],
+                say=self.say)
+            draft_spend = float(store.spend(result.draft_trial)) if result.draft_trial else 0.0
+            return {"decision": result.decision, "reason": result.reason, "appeal_id": result.appeal_id,
+                    "spend": draft_spend}
+        except Exception as exc:
+            self.say(f"{skill}: the appeal could not be tried: {exc}")
+            return {"decision": "not tried", "reason": f"the appeal could not be tried ({exc})"}
+        finally:
+            store.close()
+
+
+def run_queue(home: Path, *, out: TextIO | None = None) -> int:
+    """``skill-court trial --auto``: the background runner."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # its own session: a closed terminal must not stop it
+    return Runner(home, out=out).run()
+
+
+# -- the commands ---------------------------------------------------------------------------------------
+
+
+def status(home: Path, *, now: float | None = None) -> dict[str, Any]:
+    """What ``auto status`` shows: settings, today's spend and tokens, the latest changes and notices."""
+    now = now or _now()
+    settings = read_settings(home)
+    state = read_state(home)
+    runner = dict(state["runner"])
+    runner["working"] = locks.held_elsewhere(data_dir(home) / RUNNER_LOCK)
+    return {"settings": settings.to_dict(), "today": today(home, now), "runner": runner,
+            "stopped": state["stopped"], "changes": state["changes"][-STATUS_ROWS:][::-1],
+            "notices": state["notices"][-STATUS_ROWS:][::-1], "log": str(data_dir(home) / LOG_NAME)}
+
+
+def _float_arg(check: Callable[[Any, str], float], flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        try:
+            return check(value, flag)
+        except AutoError as exc:
+            raise argparse.ArgumentTypeError(_as_flag(str(exc), flag)) from None
+
+    return parse
+
+
+_FIELDS = {"--budget": "budget_usd", "--quiet-minutes": "quiet_minutes", "--judge-tokens": "judge_tokens"}
+
+
+def _as_flag(message: str, flag: str) -> str:
+    """A settings-file message said of a command-line option instead."""
+    text = message.split(": ", 1)[1]
+    return text.replace(_FIELDS[flag], "the value", 1).split("; set it with", 1)[0]
+
+
+def _tokens_arg(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, got {text!r}") from None
+    try:
+        return check_tokens(value, "--judge-tokens")
+    except AutoError as exc:
+        raise argparse.ArgumentTypeError(_as_flag(str(exc), "--judge-tokens")) from None
+
+
+def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler: Callable[..., int],
+               formatter: Any = argparse.RawDescriptionHelpFormatter, epilog: str | None = None) -> None:
+    """``auto on|off|status`` (README "Automatic trials")."""
+    parser = sub.add_parser(
+        "auto", parents=list(parents), help="automatic trials of the skills the Hermes agent writes",
+        description=("Automatic trials: once on, every skill the Hermes agent creates or changes "
+                     "(skill_manage create/patch/edit) is put on trial in the background when its "
+                     "session ends or it has been quiet for --quiet-minutes, with that session's "
+                     "requests and the skill's suite as tasks, within a daily budget and judge-token cap. "
+                     "A harmful skill is hidden from the model it hurt and the verdict is shown at "
+                     "the start of the changing user's next turn. Off until turned on."),
+        epilog=epilog, formatter_class=formatter)
+    actions = parser.add_subparsers(dest="court_auto_command", metavar="COMMAND", title="commands")
+    on = actions.add_parser("on", parents=list(parents), help="turn automatic trials on (or change their settings)",
+                            epilog=epilog, formatter_class=formatter)
+    on.add_argument("--hermes-home", metavar="DIR", type=Path, default=None,
+                    help="the Hermes home (profile) (default: $HERMES_HOME, else ~/.hermes)")
+    on.add_argument("--budget", metavar="USD", type=_float_arg(check_budget, "--budget"), default=None,
+                    help=f"what automatic trials may spend a day (default ${DEFAULT_BUDGET:.2f})")
+    on.add_argument("--quiet-minutes", metavar="M", type=_float_arg(check_quiet, "--quiet-minutes"), default=None,
+                    help=f"try a skill once it went this long without a change (default {DEFAULT_QUIET_MINUTES:g})")
+    on.add_argument("--judge-tokens", metavar="N", type=_tokens_arg, default=None,
+                    help=f"judge tokens automatic trials may use a day (default {DEFAULT_JUDGE_TOKENS:,})")
+    on.add_argument("--sandbox", choices=("docker", "local", "auto"), default=None,
+                    help="sandbox of the trials (default: docker when an engine answers, else local)")
+    off = actions.add_parser("off", parents=list(parents), help="turn automatic trials off (the queue stays)",
+                             epilog=epilog, formatter_class=formatter)
+    off.add_argument("--hermes-home", metavar="DIR", type=Path, default=None, help="the Hermes home (profile)")
+    st = actions.add_parser("status", parents=list(parents),
+                            help="settings, today's spend and judge tokens, the latest changes and notices",
+                            epilog=epilog, formatter_class=formatter)
+    st.add_argument("--hermes-home", metavar="DIR", type=Path, default=None, help="the Hermes home (profile)")
+    st.add_argument("--json", dest="as_json", action="store_true", help="print it as JSON")
+    for p in (on, off, st):
+        p.set_defaults(court_handler=handler)
+    parser.set_defaults(court_handler=None, court_parser=parser)
+
+
+def run_command(args: argparse.Namespace, home: Path, *, out: Callable[[str], None],
+                err: Callable[[str], None], prog: str) -> int:
+    """``auto on|off|status``; exit 0, or 2 for a broken settings or state file."""
+    command = args.court_auto_command
+    try:
+        current = read_settings(home)
+        if command == "on":
+            new = AutoSettings(
+                enabled=True,
+                budget_usd=args.budget if args.budget is not None else current.budget_usd,
+                quiet_minutes=args.quiet_minutes if args.quiet_minutes is not None else current.quiet_minutes,
+                judge_tokens=args.judge_tokens if args.judge_tokens is not None else current.judge_tokens,
+                sandbox=args.sandbox if args.sandbox is not None else current.sandbox)
+            path = write_settings(home, new)
+            out(f"Automatic trials are on for {home}: up to ${new.budget_usd:.2f} and {new.judge_tokens:,} judge "
+                f"tokens a day; a changed skill is tried when its session ends or after {new.quiet_minutes:g} "
+                f"quiet minutes ({path}).")
+            if not _plugin_enabled(home):
+                err(f"{prog} auto: the skill-court plugin is not enabled in {home / 'config.yaml'}, so Hermes "
+                    "queues nothing: run `hermes plugins enable skill-court`")
+            return 0
+        if command == "off":
+            path = write_settings(home, AutoSettings(False, current.budget_usd, current.quiet_minutes,
+                                                     current.judge_tokens, current.sandbox))
+            out(f"Automatic trials are off for {home} ({path}); queued changes stay until they are turned on.")
+            return 0
+        doc = status(home)
+    except AutoError as exc:
+        err(f"{prog} auto {command}: {exc}")
+        return 2
+    if args.as_json:
+        out(json.dumps(doc, indent=2, ensure_ascii=False))
+        return 0
+    for line in status_lines(doc):
+        out(line)
+    return 0
+
+
+def _plugin_enabled(home: Path) -> bool:
+    plugins = _hermes_config(home).get("plugins")
+    enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
+    return isinstance(enabled, list) and "skill-court" in enabled
+
+
+def status_lines(doc: Mapping[str, Any]) -> list[str]:
+    """``auto status`` as text."""
+    s, day = doc["settings"], doc["today"]
+    lines = [(f"automatic trials: {'on' if s['enabled'] else 'off'}; quiet minutes {s['quiet_minutes']:g}; "
+              f"sandbox {s.get('sandbox') or 'default'}"),
+             (f"today ({day['date']}): ${day['spend_usd']:.4f} of ${day['budget_usd']:.2f}, "
+              f"{day['judge_tokens']:,} of {day['judge_tokens_cap']:,} judge tokens"),
+             f"runner: {'working (pid ' + str(doc['runner'].get('pid')) + ')' if doc['runner'].get('working') else 'idle'}"]
+    for skill, why in doc["stopped"].items():
+        lines.append(f"stopped: {skill}: {why.get('reason') if isinstance(why, dict) else why}")
+    lines.append(f"changes (latest {STATUS_ROWS}):" if doc["changes"] else "changes: none queued")
+    for c in doc["changes"]:
+        lines.append(f"  {_iso(float(c.get('changed_at', 0)))}  {c.get('skill')}  {c.get('action')}  "
+                     f"{c.get('status')}  session {c.get('session_id')}"
+                     + (f"  {c['detail']}" if c.get("detail") else ""))
+    lines.append(f"notices (latest {STATUS_ROWS}):" if doc["notices"] else "notices: none")
+    for n in doc["notices"]:
+        shown = f"shown {_iso(float(n['delivered_at']))}" if n.get("delivered_at") else "not shown yet"
+        lines.append(f"  {_iso(float(n.get('made_at', 0)))}  ({shown})")
+        lines += ["    " + line for line in str(n.get("text", "")).splitlines()]
+    lines.append(f"log: {doc['log']}")
+    return lines
