@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,6 +120,21 @@ def test_the_tab_lists_verdicts_harmful_first_with_their_evidence(served: tuple[
     browser.screenshot("dashboard-420.png")
 
 
+def test_the_routes_need_the_dashboards_session_token(served: tuple[Profile, str]) -> None:
+    """Another page on this machine cannot read the court or change the quarantine file."""
+    profile, url = served
+    before = profile.quarantine.read_bytes()
+    for method, path, body in (("GET", "state", None), ("POST", "release", {"skill": HURTS_SKILL, "model": MODEL}),
+                               ("POST", "appeals/1/apply", {"file": str(profile.skill_md(HURTS_SKILL))})):
+        request = urllib.request.Request(f"{url}/api/plugins/skill-court/{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == 401, (path, err.value.code)
+    assert profile.quarantine.read_bytes() == before
+
+
 def test_release_then_quarantine_change_the_profiles_quarantine_file(served: tuple[Profile, str],
                                                                    browser: Browser) -> None:
     profile, url = served
@@ -172,6 +189,7 @@ def test_apply_fix_asks_names_the_file_and_refuses_a_superseded_appeal(served: t
     dialog = browser.wait("document.getElementById('sc-dialog') && document.getElementById('sc-dialog').innerText",
                           what="the confirmation dialog")
     assert f"appeal {newer}" in dialog and str(skill_md) in dialog
+    browser.screenshot("dashboard-apply-dialog.png")
     browser.click('#sc-dialog [data-action="confirm"]')
     wait_message(browser, f"Applied appeal {newer}: {skill_md} now holds the draft")
     assert "Round totals only when the user asks for rounding." in skill_md.read_text(encoding="utf-8")
