@@ -16,10 +16,11 @@ from typing import Any, Iterator, Protocol
 
 import pytest
 
+from .frozen import FrozenError
 from .options import Settings
 from .records import ARMS
 from .skills import Library, LibraryError
-from .suite import Suite, SuiteError, Task, load_suite
+from .suite import Suite, SuiteError, Task
 
 
 class SkillCourtError(Exception):
@@ -39,6 +40,8 @@ class Court(Protocol):
     def rel(self, path: Path) -> str: ...
 
     def remember_suite(self, suite: Suite) -> None: ...
+
+    def read_suite(self, path: Path) -> Suite: ...
 
     def run_item(self, item: "RunItem") -> None: ...
 
@@ -121,10 +124,10 @@ class SuiteFile(pytest.File):
         self.produced: list[pytest.Item] = []
         try:
             items = list(self._items())
-        except (SuiteError, LibraryError) as err:
+        except (SuiteError, LibraryError, FrozenError) as err:
             # One failed item, not a collection error: pytest would interrupt the whole
             # session for that, and every other suite must still run.
-            message = str(err) if isinstance(err, SuiteError) else f"skill library: {err}"
+            message = f"skill library: {err}" if isinstance(err, LibraryError) else str(err)
             line = err.line if isinstance(err, SuiteError) else None
             yield SuiteErrorItem.from_parent(self, name="suite", message=message, line=line)
             return
@@ -134,9 +137,8 @@ class SuiteFile(pytest.File):
 
     def _items(self) -> Iterator[pytest.Item]:
         court = self.court
-        library = court.library()
         settings = court.settings
-        suite = with_settings(load_suite(self.path, library.names(), library.broken()), settings)
+        suite = with_settings(court.read_suite(self.path), settings)
         court.remember_suite(suite)
         models = settings.models
         ids = model_ids(models)

@@ -26,6 +26,7 @@ import pytest
 from .agent.client import ChatClient, ModelSpec
 from .cache import cause_key, judgment_key
 from .cause import find_cause
+from .frozen import SuiteSource
 from .judge import Judgment, RunView, judge_pairs
 from .llm import TokenBudget
 from .options import FailOn, Settings
@@ -65,6 +66,8 @@ class Court(Protocol):
     def store(self) -> Store: ...
 
     def suite(self, suite_rel: str) -> Suite: ...
+
+    def suite_source(self, suite_rel: str) -> SuiteSource: ...
 
     def library(self) -> Library: ...
 
@@ -245,12 +248,14 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
         except Exception as err:  # a verdict without its cause is still a verdict
             court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
     cached = sum(1 for u in used if u.cached)
+    source = court.suite_source(target.suite_rel)
     spend = (sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial)
              + sum(c for (n, _, _), c in judged.cost.items() if n == target.nodeid) + cause_cost)
     return Outcome(
         target=target, skill=suite.skill, verdict=verdict,
         skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
         cached_runs=cached, fresh_runs=len(runs) - cached, spend=spend,
+        suite_source={**source.to_dict(), "label": source.label()},
         judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(mine.items())),
         cause=cause,
         failed=(verdict.kind == VerdictKind.HURTS and s.fail_on != FailOn.NEVER) or (
@@ -324,6 +329,10 @@ def verdict_properties(outcome: Outcome) -> list[tuple[str, object]]:
         ("cached_runs", outcome.cached_runs), ("fresh_runs", outcome.fresh_runs),
         ("spend_usd", f"{outcome.spend:.6f}"), ("skill_hash", outcome.skill_hash),
     ]
+    if outcome.suite_source:
+        props.append(("suite_source", outcome.suite_source.get("label", "")))
+        if outcome.suite_source.get("changed_with_skill"):
+            props.append(("suite_changed_with_skill", "true"))
     if v.hint:
         props.append(("hint", v.hint))
     if outcome.cause is not None:

@@ -116,6 +116,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "under the rootdir)")
     group.addoption("--skill-court-fresh", action="store_true", default=False,
                     help="ignore cached runs and judgments (they are still written)")
+    group.addoption("--skill-court-checks-from", dest="skill_court_checks_from", metavar="REF",
+                    help="read every suite's tasks and checks as they are at git revision REF "
+                         "(e.g. the pull request's base), so a change cannot weaken the suite "
+                         "that judges it")
     opt("budget", "USD spend cap per session", metavar="USD",
         help=f"no new run starts once this session spent this much (default {DEFAULT_BUDGET})")
     group.addoption("--skill-court-allow-unpriced", action="store_true", default=None,
@@ -189,6 +193,8 @@ class Settings:
     reps: int | None = None
     #: --skill-court-agent-preset: how the ``command`` runner runs its agent
     agent_preset: Preset | None = None
+    #: --skill-court-checks-from: the git revision the suites are read from (None: the working tree)
+    checks_from: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -405,6 +411,7 @@ def load_settings(config: pytest.Config) -> Settings:
                           strictly=False),
         pids=_number(_value(config, "pids"), "pids", 256, kind=int, minimum=16, strictly=False),
         cpus=_number(_value(config, "cpus"), "cpus", 1.0),
+        checks_from=config.getoption("skill_court_checks_from") or None,
     )
     for what, out in (("--skill-court-store", settings.store), ("--skill-court-quarantine", settings.quarantine),
                       ("--skill-court-json", settings.json_path), ("--skill-court-html", settings.html_path)):

@@ -27,6 +27,7 @@ from .cache import in_reach, run_key, still_valid
 from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
 from .controller import produce_verdicts
+from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
 from .options import FailOn, Settings
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
@@ -37,7 +38,7 @@ from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
 from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
 from .store import Store, StoreError
-from .suite import Suite, load_suite
+from .suite import Suite
 from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
@@ -80,6 +81,8 @@ class SkillCourt:
         self.backend: str | None = winput.get("skill_court_backend")
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}
+        self._suite_sources: dict[str, SuiteSource] = {}
+        self._reader: SuiteReader | None = None
         self._store: Store | None = None
         self._store_lock = threading.Lock()
         self._images: dict[str, Any] = {}
@@ -117,12 +120,37 @@ class SkillCourt:
     def remember_suite(self, suite: Suite) -> None:
         self._suites[self.rel(suite.path)] = suite
 
+    def suite_reader(self) -> SuiteReader:
+        """Reads suites from the working tree or ``--skill-court-checks-from``.
+
+        Raises:
+            FrozenError: that revision cannot be read here.
+        """
+        if self._reader is None:
+            self._reader = SuiteReader(self.settings.rootdir, self.settings.checks_from)
+        return self._reader
+
+    def read_suite(self, path: Path) -> Suite:
+        """The suite file at ``path`` as this session judges by it (README, "Frozen checks").
+
+        Raises:
+            SuiteError, LibraryError, FrozenError: it cannot be read.
+        """
+        suite, source = self.suite_reader().read(path, self.library())
+        self._suite_sources[self.rel(path)] = source
+        return suite
+
+    def suite_source(self, suite_rel: str) -> SuiteSource:
+        """Where the suite ``suite_rel`` of this session came from."""
+        if suite_rel not in self._suite_sources:
+            self.suite(suite_rel)
+        return self._suite_sources.get(suite_rel, SuiteSource())
+
     def suite(self, suite_rel: str) -> Suite:
         if suite_rel not in self._suites:
             path = Path(suite_rel)
             path = path if path.is_absolute() else self.settings.rootdir / path
-            self._suites[suite_rel] = with_settings(
-                load_suite(path, self.library().names(), self.library().broken()), self.settings)
+            self._suites[suite_rel] = with_settings(self.read_suite(path), self.settings)
         return self._suites[suite_rel]
 
     def store(self) -> Store:
@@ -166,6 +194,10 @@ class SkillCourt:
         if self.config.option.collectonly:
             return  # listing items needs no model key, no sandbox and no store
         self._sigterm = catch_sigterm()
+        try:
+            self.suite_reader()
+        except FrozenError as err:
+            raise pytest.UsageError(str(err)) from None
         for label in self.settings.models:
             try:
                 self.model(label)
@@ -458,6 +490,8 @@ class SkillCourt:
             if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, self._sigterm)
             stop_gateway()  # if an agent inside a sandbox started it
+            if self._reader is not None:
+                self._reader.close()
             if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
                 self._store.close()
                 self._store = None

@@ -206,6 +206,8 @@ class Outcome:
     judgments: tuple[Mapping[str, Any], ...] = ()
     failed: bool = False
     made_at: str = field(default_factory=utc_now)
+    #: where the suite came from (``frozen.SuiteSource.to_dict()`` and its ``label``)
+    suite_source: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def kind(self) -> VerdictKind:
@@ -224,6 +226,7 @@ class Outcome:
             "judgments": [dict(j) for j in self.judgments],
             "first_tasks": list(self.target.first_tasks),
             "made_at": self.made_at,
+            "suite_source": dict(self.suite_source),
         }
 
 

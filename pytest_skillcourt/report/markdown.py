@@ -43,6 +43,13 @@ def why(o: Outcome) -> str:
         text += "; the judge could not name a cause"
     if v.hint:
         text += f"; {v.hint}"
+    source = o.suite_source
+    if source.get("kind") == "ref":
+        text += f"; suite as of {source.get('label')}"
+    elif source.get("kind") == "new-at-ref":
+        text += f"; suite from the {source.get('label')}"
+    elif source.get("changed_with_skill"):
+        text += "; **its suite changed together with the skill** (judge it with --skill-court-checks-from)"
     return text
 
 
