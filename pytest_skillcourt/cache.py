@@ -64,12 +64,19 @@ def run_key(ctx: RunContext) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+def _reach(run: RunRecord) -> list[list[str]]:
+    """The skills a run could reach, with their hashes: a run key leaves skill bodies out
+    (:func:`run_key`), so two runs of one key may have seen different SKILL.md bytes."""
+    return sorted([name, digest] for name, digest in (run.skills_in_reach or {}).items())
+
+
 def judgment_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec) -> str:
-    """The key of the judgment of a pair by ``judge``: the two runs' keys, the judge, its prompt."""
+    """The key of the judgment of a pair by ``judge``: the two runs' keys and the skill
+    bytes within their reach, the judge, its prompt."""
     from .judge import JUDGE_PROMPT_VERSION
 
     raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
-                      JUDGE_PROMPT_VERSION])
+                      JUDGE_PROMPT_VERSION, _reach(with_run), _reach(without_run)])
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -78,7 +85,7 @@ def cause_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec, ski
     from .cause import CAUSE_PROMPT_VERSION
 
     raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
-                      skill_hash, CAUSE_PROMPT_VERSION])
+                      skill_hash, CAUSE_PROMPT_VERSION, _reach(with_run), _reach(without_run)])
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
