@@ -43,7 +43,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
-from . import locks
+from . import locks, sandbox
+from .sandbox import docker as docker_sandbox
+from .sandbox import local as local_sandbox
 from .atomic import write_atomic
 from .layout import HERMES_DATA, Layout, _hermes_config, hermes_layout, hermes_model
 from .mine import (
@@ -642,6 +644,8 @@ class Runner:
         self._trial = trial
         self._appeal = appeal
         self.steps: list[Step] = []
+        self.owner = docker_sandbox.owner_token()  # the owner label of this runner's containers
+        self._stale_owners: set[str] = set()
 
     def say(self, text: str) -> None:
         log(self.home, text, now=self.clock())
@@ -661,6 +665,9 @@ class Runner:
             return 0
         try:
             self.say(f"runner {os.getpid()}: working through the queue")
+            self._stale_owners = {str(c["owner"]) for c in read_state(self.home)["changes"]
+                                  if c.get("status") == "running" and c.get("owner")}
+            self._sweep()
             with editing_state(self.home) as state:
                 state["runner"] = {"pid": os.getpid(), "started_at": self.clock()}
             tried: set[str] = set()
@@ -678,10 +685,29 @@ class Runner:
                 if not self._within_caps(settings, change):
                     break
                 self.steps.append(self.one(change, settings))
+            self._sweep()
             self.say(f"runner {os.getpid()}: the queue is empty; exiting")
         finally:
             lock.release()
         return 0
+
+    def _sweep(self) -> None:
+        """Remove the sandboxes a stopped runner left: local sandbox folders no live
+        process holds (their lock tells), and the containers of the runners whose
+        changes were left running (by the owner label their runner gave them), never
+        another process's."""
+        removed: list[str] = []
+        try:
+            removed += [f"local:{path}" for path in local_sandbox.leftover_dirs()]
+            for owner in sorted(self._stale_owners):
+                removed += sandbox.cleanup_leftovers(older_than_s=0,
+                                                     only_labels={docker_sandbox.OWNER_LABEL: owner})
+        except Exception as exc:
+            self.say(f"runner {os.getpid()}: could not look for sandboxes left behind: {exc}")
+            return
+        if removed:
+            self.say(f"runner {os.getpid()}: removed {len(removed)} sandbox(es) a stopped trial left: "
+                     + ", ".join(removed))
 
     def _within_caps(self, settings: AutoSettings, change: Mapping[str, Any]) -> bool:
         day = today(self.home, self.clock())
@@ -729,7 +755,7 @@ class Runner:
         skill = change["skill"]
         now = self.clock()
         self._set(change["id"], status="running", started_at=now, attempts=int(change.get("attempts", 0)) + 1,
-                  runner=os.getpid())
+                  runner=os.getpid(), owner=self.owner)
         self.say(f"{skill} ({change['id']}): trial starts (attempt {int(change.get('attempts', 0)) + 1}, "
                  f"changed by session {change.get('session_id')})")
         try:
@@ -794,8 +820,13 @@ class Runner:
                 appeal = self._try_appeal(skill, str(verdict.get("model")), settings, spend, tokens)
                 if appeal:
                     spend += float(appeal.pop("spend", 0.0))
-            notices.append(notice_text(verdict, doc, hand_models=_hand_entries(self.layout.quarantine, skill),
-                                       appeal=appeal, prog="hermes court"))
+                    tokens += int(appeal.pop("judge_tokens", 0))
+            text = notice_text(verdict, doc, hand_models=_hand_entries(self.layout.quarantine, skill),
+                               appeal=appeal, prog="hermes court")
+            if kind == "INCONCLUSIVE" and today(self.home, self.clock())["spend_usd"] + spend >= settings.budget_usd:
+                text += (f"\n  the daily budget (${settings.budget_usd:.2f}) stopped this trial's runs; it is tried "
+                         "again on the next change (raise it: auto on --budget USD)")
+            notices.append(text)
         now = self.clock()
         with editing_state(self.home) as state:
             for c in state["changes"]:
@@ -845,11 +876,13 @@ class Runner:
                 judge_model=judge, base_url=main.base_url,
                 pytest_args=["-c", str(self.layout.data_dir / "skill-court.toml"),
                              f"--skill-court-budget={max(0.0, settings.budget_usd - day['spend_usd'] - spend):.4f}",
-                             *([f"--skill-court-sandbox={settings.sandbox}"] if settings.sandbox else [])],
+                             *([f"--skill-court-sandbox={settings.sandbox}"] if settings.sandbox else []),
+                             *([f"--skill-court-judge-model={judge}"] if judge else [])],
                 say=self.say)
             draft_spend = float(store.spend(result.draft_trial)) if result.draft_trial else 0.0
             return {"decision": result.decision, "reason": result.reason, "appeal_id": result.appeal_id,
-                    "spend": draft_spend}
+                    "spend": draft_spend,
+                    "judge_tokens": _judge_tokens_of(self.layout.store, result.draft_trial or "")}
         except Exception as exc:
             self.say(f"{skill}: the appeal could not be tried: {exc}")
             return {"decision": "not tried", "reason": f"the appeal could not be tried ({exc})"}

@@ -19,6 +19,7 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)  # the interactive Hermes CLI of the automatic-trial test
 [ -x /bin/bash-static ] || need+=(bash-static)
 [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx timeout && ldd /bin/busybox 2>&1 | grep -q "not a dynamic" || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then

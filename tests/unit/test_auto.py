@@ -7,13 +7,15 @@ plugin's hooks never failing Hermes' call.  The real Hermes and the real runner 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import auto, cli, locks
+from pytest_skillcourt import auto, cache, cli, locks
 from pytest_skillcourt.hermes import AutoTrials
+from tests.support.builders import model_spec, run_record
 
 hermes_state = pytest.importorskip("hermes_state", reason="hermes-agent is not installed (pip install hermes-agent)")
 
@@ -353,3 +355,20 @@ def test_turn_start_adds_no_context(home: Path, capsys: pytest.CaptureFixture[st
     assert "verdict text" in capsys.readouterr().err  # shown to the user, not returned to the model
     assert hooks.turn_start(platform="cli", session_id="s2") is None
     assert "verdict text" not in capsys.readouterr().err  # once
+
+
+# -- the engine's caches a changed skill relies on ---------------------------------------------
+
+
+def test_a_changed_skill_body_is_judged_again_not_served_a_stale_judgment() -> None:
+    """A run key leaves skill bodies out, so an automatic trial of a patched skill (or an
+    appeal's draft) makes runs with the old keys; their judgment and cause must not be the
+    old pair's (found by tests/e2e/test_auto_trials.py: the draft got the original's HURTS)."""
+    judge = model_spec("http://127.0.0.1:9/v1", "custom/judge")
+    without = run_record("wo", "k-without")
+    old = dataclasses.replace(run_record("w1", "k-with"), skills_in_reach={SKILL: "sha256:old"})
+    new = dataclasses.replace(run_record("w2", "k-with"), skills_in_reach={SKILL: "sha256:new"})
+    same = dataclasses.replace(run_record("w3", "k-with"), skills_in_reach={SKILL: "sha256:old"})
+    assert cache.judgment_key(old, without, judge) != cache.judgment_key(new, without, judge)
+    assert cache.judgment_key(old, without, judge) == cache.judgment_key(same, without, judge)
+    assert cache.cause_key(old, without, judge, "h") != cache.cause_key(new, without, judge, "h")
