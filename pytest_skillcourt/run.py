@@ -17,11 +17,26 @@ from .agent.runner import Runner, get_runner
 from .cache import in_reach
 from .clock import utc_now
 from .pricing import price  # also what ``run.price`` names
-from .records import (ANSWERED, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, NO_OUTCOME, TIMEOUT,
-                      RunRecord)
+from .records import (
+    ANSWERED,
+    HARNESS_ERROR,
+    INCOMPLETE,
+    NO_ANSWER,
+    NO_OUTCOME,
+    TIMEOUT,
+    RunRecord,
+)
 from .sandbox import open_sandbox
-from .sandbox.base import ANSWER_PATH, LABEL, PathRefused, Sandbox, SandboxError, SandboxSpec
+from .sandbox.base import (
+    ANSWER_PATH,
+    LABEL,
+    PathRefused,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+)
 from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
+from .sandbox.workspace import WorkspaceTooLarge
 from .transcript import skills_read
 
 CHECK_TIMEOUT = 120.0
@@ -104,6 +119,48 @@ def place_answer(sandbox: Sandbox, answer: str) -> None:
     sandbox.write_files({ANSWER_PATH: answer.encode("utf-8", "replace")})
 
 
+def check_room_spec(ctx: RunContext, run_id: str) -> SandboxSpec:
+    """The check room of run ``run_id``: the run's image and limits, nothing of the agent's."""
+    s = ctx.settings
+    return SandboxSpec(
+        image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
+        labels={f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id, f"{LABEL}.role": "check"},
+        name_hint=f"{ctx.suite.skill}-{ctx.task.id}-{ctx.arm}-check"[:60],
+    )
+
+
+def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
+    """Run the task's check where the agent cannot have prepared it (docs/architecture.md,
+    "The check room"): the agent's sandbox is stopped and its ``/workspace`` copied out
+    without its tools, then a fresh sandbox of the same image gets the suite's setup,
+    that copy and the answer, and runs the check with its own shell and tools.
+
+    Raises:
+        SandboxError: a sandbox broke (a harness failure).
+    """
+    assert ctx.task.check is not None
+    try:
+        copy = agent_box.stop_and_copy_workspace()
+    except WorkspaceTooLarge as err:  # the run's doing: it is the run's outcome, not ours
+        rec.status, rec.error = NO_OUTCOME, f"the check could not run: {err}"
+        return
+    with open_sandbox(ctx.backend, check_room_spec(ctx, rec.run_id)) as room:
+        if ctx.suite.setup:
+            setup = room.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
+            if not setup.ok:
+                raise SandboxError(f"the suite's setup failed in the check room (exit {setup.exit_code}): "
+                                   f"{(setup.stderr or setup.stdout).strip()[-500:]}")
+        copy.restore(room)
+        place_answer(room, rec.answer)
+        check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
+    rec.check_exit = check.exit_code
+    rec.check_output = (check.stdout + check.stderr)[-2000:]
+    if check.timed_out:
+        rec.status, rec.error = NO_OUTCOME, f"the check timed out after {CHECK_TIMEOUT:.0f}s"
+        return
+    rec.outcome, rec.outcome_source = check.exit_code == 0, "check"
+
+
 def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -> None:
     reach = in_reach(ctx)  # before the agent: what it could reach is what was placed
     if ctx.suite.setup:
@@ -133,25 +190,16 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -
     rec.status = status
     if status not in (ANSWERED, INCOMPLETE):
         return
-    try:
-        place_answer(sandbox, rec.answer)
-    except PathRefused as err:  # only a run's own doing: it is the run's outcome, not ours
-        if ctx.task.check:
-            rec.status, rec.error = NO_OUTCOME, f"the answer could not be placed for the check: {err}"
-            return
     if ctx.task.check:
         if status == INCOMPLETE:  # a run that did not complete cannot pass
             rec.outcome, rec.outcome_source = False, "check"
             return
-        check = sandbox.exec(ctx.task.check, timeout=CHECK_TIMEOUT,
-                             env={"SKILL_COURT_ANSWER": ANSWER_PATH})
-        rec.check_exit = check.exit_code
-        rec.check_output = (check.stdout + check.stderr)[-2000:]
-        if check.timed_out:
-            rec.status, rec.error = NO_OUTCOME, f"the check timed out after {CHECK_TIMEOUT:.0f}s"
-            return
-        rec.outcome, rec.outcome_source = check.exit_code == 0, "check"
+        _check_in_room(sandbox, ctx, rec)
         return
+    try:
+        place_answer(sandbox, rec.answer)
+    except PathRefused:  # only a run's own doing; the judge reads the answer from the record
+        pass
     try:
         captured = capture_changed_files(sandbox, since)
     except CaptureFailed as err:

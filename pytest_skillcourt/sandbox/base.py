@@ -23,7 +23,10 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Mapping, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .workspace import WorkspaceCopy
 
 #: Marker appended to stdout/stderr cut at ``ExecResult`` limits.
 TRUNCATION_MARKER = "\n[... output cut by skill-court: {dropped} more bytes ...]"
@@ -234,6 +237,29 @@ class Sandbox(abc.ABC):
                 finish within ``READ_TIMEOUT_S``.
             SandboxError: the sandbox could not be read.
         """
+
+    def stop_and_copy_workspace(self) -> WorkspaceCopy:
+        """Stop every process in the sandbox, then copy ``/workspace`` out without them.
+
+        After it the sandbox runs nothing more (``exec`` may fail); it is still
+        ``close``d as usual.  Backends copy without the agent's tools (Docker:
+        the archive API of the stopped container; local: the host folder).
+        This fallback, for a backend that has neither, archives through an
+        exec, so it stops nothing and trusts the sandbox's ``tar``: the copy is
+        still only the workspace's files, under the limits of
+        ``sandbox/workspace.py``.
+
+        Raises:
+            WorkspaceTooLarge: the run left more than the check room takes.
+            SandboxError: the copy could not be made.
+        """
+        from .workspace import MAX_WORKSPACE_BYTES, WorkspaceTooLarge, from_tar  # workspace imports base
+
+        done = self.exec("tar -C / -cf - workspace", timeout=120, binary=True,
+                         binary_limit=MAX_WORKSPACE_BYTES * 2)
+        if done.stdout_bytes_dropped:
+            raise WorkspaceTooLarge("the archive of /workspace grew past the check room's limit")
+        return from_tar([done.stdout_bytes or b""])
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -58,6 +58,7 @@ from pytest_skillcourt.sandbox.base import (
     render_output,
     tar_of_files,
 )
+from pytest_skillcourt.sandbox.workspace import WORKSPACE, WorkspaceCopy, from_tar
 
 #: Name prefix of our containers (with the label, how cleanup finds them).
 NAME_PREFIX = f"{LABEL}-"
@@ -432,6 +433,26 @@ class DockerSandbox(Sandbox):
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: read after close")
         return read_via_exec(self, path, limit, f"docker sandbox {self.name}")
+
+    def stop_and_copy_workspace(self) -> WorkspaceCopy:
+        """Kill the container (its init and every process in it go), then read
+        ``/workspace`` through the engine's archive API: no tool of the container
+        runs, and the stream is read no further than the check room's limit."""
+        import docker.errors
+
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: copy after close")
+        try:
+            self._api.kill(self.id)
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc):
+                raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
+        try:
+            self._api.wait(self.id, timeout=60)
+            stream, _ = self._api.get_archive(self.id, WORKSPACE, chunk_size=64 * 1024)
+            return from_tar(stream)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: cannot copy {WORKSPACE}: {exc}") from exc
 
     def close(self) -> None:
         with self._close_lock:

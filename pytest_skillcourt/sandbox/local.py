@@ -88,6 +88,7 @@ from pytest_skillcourt.sandbox.base import (
     render_output,
     tar_of_files,
 )
+from pytest_skillcourt.sandbox.workspace import WorkspaceCopy, from_host_folder
 
 #: Prefix of the host directories that hold local sandboxes (cleanup finds them).
 DIR_PREFIX = f"{LABEL}-local-"
@@ -519,11 +520,23 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"local sandbox {self.name}: read after close")
         return read_via_exec(self, path, limit, f"local sandbox {self.name}")
 
+    def stop_and_copy_workspace(self) -> WorkspaceCopy:
+        """Nothing of the sandbox runs between execs (each exec is its own pid
+        namespace, and the kernel kills all of it when its command ends), so
+        this refuses further execs and reads ``/workspace``'s host folder on the
+        host, never following a link: no tool of the sandbox runs."""
+        if self._closed:
+            raise SandboxError(f"local sandbox {self.name}: copy after close")
+        self._closed = True  # stopped: no exec after this; close still removes the folder
+        self._stopped = True
+        return from_host_folder(os.path.join(self.host_dir, "workspace"))
+
     def close(self) -> None:
         with self._close_lock:
-            if self._closed:
+            if self._closed and not getattr(self, "_stopped", False):
                 return
             self._closed = True
+            self._stopped = False
         for fd in getattr(self, "_file_fds", ()):
             try:
                 os.close(fd)
