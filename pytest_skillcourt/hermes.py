@@ -863,6 +863,7 @@ class AutoTrials:
     def __init__(self, home: Callable[[], Path] = hermes_home) -> None:
         self.home = home
         self._failed: set[str] = set()
+        self._sending: set[Any] = set()
 
     def _guard(self, name: str, call: Callable[[], Any]) -> None:
         try:
@@ -959,8 +960,12 @@ class AutoTrials:
             import asyncio
 
             loop = asyncio.get_running_loop()
+            thread = getattr(source, "thread_id", None)
             for notice in notices:
-                loop.create_task(adapter.send(source.chat_id, str(notice["text"])))
+                task = loop.create_task(adapter.send(source.chat_id, str(notice["text"]),
+                                                     metadata={"thread_id": thread} if thread else None))
+                self._sending.add(task)  # held until sent (the loop keeps only weak references)
+                task.add_done_callback(self._sending.discard)
 
         self._guard("pre_gateway_dispatch", deliver)
         return None

@@ -38,6 +38,7 @@ SKILL = "house-format"
 BAD = "Follow the house rules."
 SKILL_MD = ("---\nname: house-format\ndescription: How we format totals in this team\n---\n"
             f"# House format\n{BAD}\n")
+FIX = "Write totals as TOTAL-<n>."
 DRAFTER = "You revise SKILL.md playbooks"
 QUESTIONS = [f"Question {n}: give the total." for n in (1, 2, 3)]
 WRITE = "Save our house format as a skill please"
@@ -61,8 +62,7 @@ def scripted(delay: float = 0.0, cost: float | None = COST) -> Callable[[Recorde
             fresh = (request.messages[-1] or {}).get("role") == "user"
             if "patch" in request.last_user and fresh:
                 return Reply(tool_calls=(ToolCall("skill_manage", {
-                    "action": "patch", "name": SKILL, "old_string": "Follow the house rules.",
-                    "new_string": "Follow the house rules, always."}),))
+                    "action": "patch", "name": SKILL, "old_string": BAD, "new_string": FIX}),))
             if "as a skill" in request.last_user and fresh:
                 return Reply(tool_calls=(ToolCall("skill_manage", {"action": "create", "name": SKILL,
                                                                    "category": "writing", "content": SKILL_MD}),))
@@ -75,7 +75,7 @@ def scripted(delay: float = 0.0, cost: float | None = COST) -> Callable[[Recorde
                 reply = Reply(content=wrong_total(request) if misled else right_total(request),
                               input_tokens=100, output_tokens=20)
         elif DRAFTER in request.system:  # the appeal's drafter: the bad line replaced
-            reply = Reply(content=json.dumps({"skill_md": SKILL_MD.replace(BAD, "Write totals as TOTAL-<n>.")}))
+            reply = Reply(content=json.dumps({"skill_md": SKILL_MD.replace(BAD, FIX)}))
         else:
             reply = trial(request)  # the judge prefers the house format; the cause names the bad line
         return Reply(content=reply.content, tool_calls=reply.tool_calls, input_tokens=reply.input_tokens,
@@ -364,3 +364,48 @@ def test_the_daily_budget_stops_new_work_and_says_so(tmp_path: Path, bwrap_ok: N
         assert "the daily budget is reached" in cap["text"] and "no new automatic trial until tomorrow" in cap["text"]
         assert "the daily budget is reached" in (profile.data / "auto.log").read_text()
         del session
+
+
+@pytest.mark.hermes
+def test_a_patched_skill_that_no_longer_hurts_is_shown_again_but_a_hand_set_quarantine_stays(
+        profile: Profile) -> None:
+    assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
+    profile.session_that_writes_the_skill()
+    profile.wait(closed)
+    (entry,) = q.read_entries(profile.data / "quarantine.json")
+    assert entry.set_by == "trial"
+    hand = profile.court("quarantine", SKILL, "--model", "other-model", "--reason", "I do not trust it",
+                         "--quarantine", str(profile.data / "quarantine.json"))
+    assert hand.returncode == 0, hand.stderr
+
+    session, _ = profile.chat("Please patch the house format as a skill")  # the agent fixes its skill
+    assert FIX in (profile.home / "skills" / "writing" / SKILL / "SKILL.md").read_text()
+    state = profile.wait(lambda s: len(s["changes"]) == 2 and closed(s))
+    second = state["changes"][-1]
+    assert (second["action"], second["session_id"], second["status"]) == ("patch", session, "done")
+    assert second["verdicts"] == [["custom/test-model", "NEUTRAL"]]
+    (kept,) = q.read_entries(profile.data / "quarantine.json")
+    assert (kept.model, kept.set_by) == ("other-model", "hand")  # the trial's entry lifted, the hand one kept
+    text = state["notices"][-1]["text"]
+    assert "the quarantine this court's trial set for test-model is lifted: the changed skill no longer hurts" in text
+    assert "a quarantine set by hand for other-model stays (trials never lift one)" in text
+
+
+@pytest.mark.hermes
+def test_a_run_without_a_price_stops_automatic_trials_of_the_skill(tmp_path: Path, bwrap_ok: None,
+                                                                    sandbox_tmp: Path) -> None:
+    with LLMServer(scripted(cost=None)) as server:
+        profile = Profile(tmp_path, server, sandbox_tmp)
+        assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
+        profile.session_that_writes_the_skill()
+        state = profile.wait(closed)
+        (change,) = state["changes"]
+        assert change["status"] == "stopped"
+        assert "no price known for custom/test-model" in state["stopped"][SKILL]["reason"]
+        (notice,) = state["notices"]
+        assert f"automatic trials of '{SKILL}' stop: no price is known for custom/test-model" in notice["text"]
+        assert f"hermes court trial {SKILL} --allow-unpriced" in notice["text"]
+        assert not (profile.data / "quarantine.json").exists() or q.read_entries(profile.data / "quarantine.json") == []
+        # A later change of that skill is not queued.
+        profile.chat("Please patch the house format as a skill")
+        assert len(profile.state()["changes"]) == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -372,3 +373,38 @@ def test_a_changed_skill_body_is_judged_again_not_served_a_stale_judgment() -> N
     assert cache.judgment_key(old, without, judge) != cache.judgment_key(new, without, judge)
     assert cache.judgment_key(old, without, judge) == cache.judgment_key(same, without, judge)
     assert cache.cause_key(old, without, judge, "h") != cache.cause_key(new, without, judge, "h")
+
+
+def test_a_gateway_notice_is_sent_to_the_senders_chat_through_its_adapter(home: Path) -> None:
+    """``pre_gateway_dispatch`` with Hermes' own event types: the notice goes once, to the
+    same sender's chat, through the platform adapter's ``send``; other senders get nothing."""
+    import asyncio
+
+    from gateway.config import Platform
+    from gateway.platforms.base import MessageEvent
+    from gateway.session import SessionSource
+
+    turn_on(home)
+    _notice(home, {"platform": "telegram", "chat_id": "c1", "user_id": "u1"})
+    sent: list[tuple[str, str]] = []
+
+    class Adapter:  # the network peer's stand-in: records what would go out
+        async def send(self, chat_id: str, content: str, reply_to: Any = None, metadata: Any = None) -> None:
+            sent.append((chat_id, content))
+
+    class Gateway:
+        adapters = {Platform.TELEGRAM: Adapter()}
+
+    hooks = AutoTrials(home=lambda: home)
+
+    async def dispatch(user: str) -> None:
+        event = MessageEvent(text="hi", source=SessionSource(platform=Platform.TELEGRAM, chat_id="c1", user_id=user))
+        assert hooks.gateway_dispatch(event=event, gateway=Gateway(), session_store=None) is None
+        await asyncio.sleep(0.05)
+
+    asyncio.run(dispatch("u2"))
+    assert sent == []
+    asyncio.run(dispatch("u1"))
+    assert sent == [("c1", "verdict text")]
+    asyncio.run(dispatch("u1"))
+    assert len(sent) == 1
