@@ -44,8 +44,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 from . import locks, sandbox
-from .sandbox import docker as docker_sandbox
-from .sandbox import local as local_sandbox
 from .atomic import write_atomic
 from .layout import HERMES_DATA, Layout, _hermes_config, hermes_layout, hermes_model
 from .mine import (
@@ -59,6 +57,8 @@ from .mine import (
     write_suite,
 )
 from .quarantine import QuarantineFileError, read_entries
+from .sandbox import docker as docker_sandbox
+from .sandbox import local as local_sandbox
 from .skills import LibraryError, load_library
 from .transcript import message_text, parse_calls, skill_name
 from .trial_cli import TrialOptions, TrialUsageError, run_trial

@@ -31,7 +31,14 @@ from pytest_skillcourt import quarantine as q
 from pytest_skillcourt.store import Store
 from tests.support import REPO
 from tests.support.builders import hurting_model, right_total, sees_skill, wrong_total
-from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, hermes_home, turn
+from tests.support.llm_server import (
+    LLMServer,
+    RecordedRequest,
+    Reply,
+    ToolCall,
+    hermes_home,
+    turn,
+)
 from tests.support.sandbox_image import require_hermes
 
 SKILL = "house-format"
@@ -113,12 +120,12 @@ class Profile:
 
     def court(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", *args], env=self.env,
-                              cwd=self.root, capture_output=True, text=True, timeout=600)
+                              cwd=self.root, capture_output=True, text=True, timeout=600, check=False)
 
     def chat(self, prompt: str, session: str | None = None) -> tuple[str, subprocess.CompletedProcess[str]]:
         """One turn of ``hermes chat -q`` (resuming ``session``); its session id."""
         done = subprocess.run([self.binary, "chat", "-Q", "-q", prompt, *(["--resume", session] if session else [])],
-                              env=self.env, cwd=self.root, capture_output=True, text=True, timeout=180)
+                              env=self.env, cwd=self.root, capture_output=True, text=True, timeout=180, check=False)
         assert done.returncode == 0, f"hermes chat failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         found = re.search(r"session_id: (\S+)", done.stderr)
         assert found, done.stderr[-2000:]
@@ -150,7 +157,7 @@ def closed(state: dict[str, Any]) -> bool:
 
 def left_in_session(sid: int) -> list[str]:
     """Processes still in the runner's process session (its sandboxes' bwrap, agents, ...)."""
-    found = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True)
+    found = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True, check=False)
     return [line.strip() for line in found.stdout.splitlines() if line.split()[1:2] == [str(sid)]]
 
 
@@ -214,9 +221,10 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     assert len(run_rows) == 6 and day["judge_tokens"] > 0  # 3 requests x 2 arms, judged in pairs
     assert {r.model for r in runs} == {"test-model"}  # the profile's model.default
     assert judged and {r.model for r in judged} == {"judge-model"}  # auxiliary.skill_court_judge
-    tasks = subprocess.run([sys.executable, "-c", "from hermes_cli.plugins import discover_plugins, "
-                            "get_plugin_auxiliary_tasks as t; discover_plugins(); print([x['key'] for x in t()])"],
-                           env=profile.env, capture_output=True, text=True, timeout=120)
+    code = ("from hermes_cli.plugins import discover_plugins, get_plugin_auxiliary_tasks as t; "
+            "discover_plugins(); print([x['key'] for x in t()])")
+    tasks = subprocess.run([sys.executable, "-c", code],
+                           env=profile.env, capture_output=True, text=True, timeout=120, check=False)
     assert "'skill_court_judge'" in tasks.stdout, tasks.stderr[-2000:]  # registered with Hermes
     drafter = [r for r in calls if DRAFTER in r.system]
     print(f"\none automatic trial: {len(run_rows)} runs + {len(draft_rows)} fresh runs of the appeal's draft; "
@@ -273,7 +281,7 @@ def interactive_turn(profile: Profile, prompt: str, timeout: float = 120) -> str
         subprocess.run(["tmux", "send-keys", "-t", name, prompt, "Enter"], check=True)
         return _wait_screen(name, lambda s: "TOTAL-0" in s and "skill-court" in s, timeout, screen)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
 
 
 def _wait_screen(name: str, ready: Callable[[str], bool], timeout: float, last: str = "") -> str:
@@ -281,11 +289,11 @@ def _wait_screen(name: str, ready: Callable[[str], bool], timeout: float, last: 
     screen = last
     while time.monotonic() < end:
         screen = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", name],
-                                capture_output=True, text=True).stdout
+                                capture_output=True, text=True, check=False).stdout
         if ready(screen):
             time.sleep(0.5)
             return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", name],
-                                  capture_output=True, text=True).stdout
+                                  capture_output=True, text=True, check=False).stdout
         time.sleep(0.5)
     raise AssertionError(f"the CLI did not get there in {timeout}s; screen:\n{screen}")
 
@@ -329,7 +337,7 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
         assert auto.wants_runner(profile.home, now + auto.RETRY_SECONDS + 1) is True
         # ... and one started now finishes the change.
         again = subprocess.run(auto.runner_command(profile.home), env=profile.env, capture_output=True,
-                               text=True, timeout=600)
+                               text=True, timeout=600, check=False)
         assert again.returncode == 0, again.stderr
         (change,) = profile.state()["changes"]
         assert (change["status"], change["attempts"], change["verdicts"]) == \
@@ -360,7 +368,7 @@ def test_the_daily_budget_stops_new_work_and_says_so(tmp_path: Path, bwrap_ok: N
         second = [c for c in state["changes"] if c["id"] != first["id"]]
         assert [c["status"] for c in second] == ["ready"]
         assert not [r for r in server.chat_requests()[calls:] if not is_hermes_session(r) and r.tools]
-        cap = [n for n in state["notices"] if n["kind"].startswith("cap:")][0]
+        cap = next(n for n in state["notices"] if n["kind"].startswith("cap:"))
         assert "the daily budget is reached" in cap["text"] and "no new automatic trial until tomorrow" in cap["text"]
         assert "the daily budget is reached" in (profile.data / "auto.log").read_text()
         del session

@@ -393,7 +393,8 @@ def test_a_gateway_notice_is_sent_to_the_senders_chat_through_its_adapter(home: 
             sent.append((chat_id, content))
 
     class Gateway:
-        adapters = {Platform.TELEGRAM: Adapter()}
+        def __init__(self) -> None:
+            self.adapters = {Platform.TELEGRAM: Adapter()}
 
     hooks = AutoTrials(home=lambda: home)
 
