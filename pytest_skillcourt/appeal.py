@@ -608,6 +608,70 @@ def _live(path: Path) -> bytes:
         raise AppealError(f"{path} no longer exists") from None
 
 
+#: Where Hermes' curator keeps its per-skill records, in the skills folder (hermes-agent
+#: 0.19.0 ``tools/skill_usage.py``: ``<skills>/.usage.json``, ``{name: {"pinned": true}}``,
+#: set by ``hermes curator pin NAME``).
+CURATOR_USAGE = ".usage.json"
+
+
+def curator_lock(skill_md: Path, skill: str) -> str | None:
+    """Why Hermes' curator holds ``skill`` (pinned), or None.
+
+    The curator pins a skill against every automatic change (its background
+    review refuses to write a pinned skill: nobody is there to consent), and an
+    appeal's apply is such a change.  The record is looked up in every folder
+    from the skill's up to the library's top that has ``.usage.json``.
+    """
+    for folder in Path(skill_md).parent.parents:
+        usage = folder / CURATOR_USAGE
+        if not usage.is_file():
+            continue
+        try:
+            data = json.loads(usage.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # Hermes itself treats an unreadable sidecar as no record
+        record = data.get(skill) if isinstance(data, dict) else None
+        if isinstance(record, dict) and record.get("pinned"):
+            return (f"{skill!r} is pinned by Hermes' curator ({usage}): pinned skills are off-limits "
+                    f"to automatic changes. Fix: hermes curator unpin {skill}, then apply again")
+        return None
+    return None
+
+
+def recheck_draft(appeal: Mapping[str, Any], path: Path) -> None:
+    """Check and scan the draft again, as it is about to be written (the rules or the
+    scanner may have changed since it was made, and the folder around it may have).
+
+    Raises:
+        AppealError: the draft fails the checks or the scan, or the scanner is missing.
+    """
+    try:
+        original = bytes(appeal["original"]).decode("utf-8")
+        draft = bytes(appeal["draft"]).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise AppealError(f"appeal {appeal['id']}: the stored draft is not UTF-8 text ({err})") from None
+    problems = check_draft(original, draft, folder_name=path.parent.name)
+    if problems:
+        raise AppealError(f"appeal {appeal['id']}: the draft no longer passes its checks: "
+                          + "; ".join(problems) + ". Nothing was written")
+    with tempfile.TemporaryDirectory(prefix="skillcourt-apply-") as tmp:
+        copy = Path(tmp) / path.parent.name
+        shutil.copytree(path.parent, copy, symlinks=True)
+        (copy / path.name).write_bytes(bytes(appeal["draft"]))
+        blocked = scan_folder(copy)
+    if blocked:
+        raise AppealError(f"appeal {appeal['id']}: the draft, in its folder as it is now, no longer "
+                          f"passes: {blocked}\nNothing was written")
+
+
+def replaced_by(store: Any, appeal: Mapping[str, Any]) -> int | None:
+    """The id of a newer appeal of the same skill on the same model, or None."""
+    for other in store.skill_appeals(appeal["skill"]):
+        if other["id"] > appeal["id"] and model_key(other["model"]) == model_key(appeal["model"]):
+            return int(other["id"])
+    return None
+
+
 def apply_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path,
                  confirm: Callable[[str], bool]) -> list[Any]:
     """Write a granted draft over the live SKILL.md and lift the model's trial quarantine.
@@ -622,6 +686,11 @@ def apply_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path,
         raise AppealError(f"appeal {appeal['id']} was {appeal['decision']}, not granted: only a granted "
                           "draft can be applied")
     path = Path(appeal["skill_md"])
+    newer = replaced_by(store, appeal)
+    if newer is not None:
+        raise AppealError(f"appeal {appeal['id']} was replaced by appeal {newer} of the same skill and "
+                          f"model; nothing was written. Apply appeal {newer} (--appeal {newer}), or "
+                          "leave out --appeal for the newest")
     with appeal_lock(store.path):
         live = _live(path)
         if _sha(live) == appeal["draft_sha256"]:
@@ -630,6 +699,10 @@ def apply_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path,
             raise AppealError(f"{path} changed since appeal {appeal['id']} was drafted (its bytes are "
                               "not the ones the draft was made from); nothing was written. Make a "
                               "new verdict and appeal")
+        locked = curator_lock(path, appeal["skill"])
+        if locked:
+            raise AppealError(f"not applied: {locked}")
+        recheck_draft(appeal, path)
         if not confirm(appeal["diff"]):
             raise AppealError("not applied: not confirmed")
         if _sha(_live(path)) != appeal["original_sha256"]:  # changed while we asked

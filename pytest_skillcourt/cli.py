@@ -36,6 +36,7 @@ from pytest_skillcourt.quarantine import (
     QuarantineEntry,
     QuarantineFileError,
     default_path,
+    model_key,
     quarantine,
     read_entries,
     release,
@@ -398,11 +399,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         rows = report_rows(store, skills=Path(args.skills) if args.skills else None,
                            model=args.model, skill=args.skill)
+        appeals = [a for a in store.all_appeals()
+                   if (not args.skill or a["skill"] == args.skill)
+                   and (not args.model or model_key(a["model"]) == model_key(args.model))]
     finally:
         store.close()
+    listed = [{k: a[k] for k in ("id", "skill", "model", "decision", "status", "draft_verdict",
+                                 "created_at", "applied_at", "undone_at")} for a in appeals]
     if args.as_json:
-        _out(json.dumps({"store": str(path), "verdicts": [r.to_dict() for r in rows]}, indent=2,
-                        ensure_ascii=False))
+        _out(json.dumps({"store": str(path), "verdicts": [r.to_dict() for r in rows], "appeals": listed},
+                        indent=2, ensure_ascii=False))
         return EXIT_OK if rows else EXIT_NO_MATCH
     if not rows:
         _err(f"{_prog(args)}: no verdict{' matches' if args.model or args.skill else ' yet'} in {path}; "
@@ -410,6 +416,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_NO_MATCH
     for line in format_rows(rows):
         _out(line)
+    if listed:
+        _out("")
+        _out("appeals:")
+        for a in listed:
+            when = a["undone_at"] or a["applied_at"] or a["created_at"]
+            _out(f"  {a['id']}: {a['skill']} on {a['model']}: {a['decision']} ({a['status']}, {when}); "
+                 f"draft's verdict {a['draft_verdict'] or '-'}")
     return EXIT_OK
 
 

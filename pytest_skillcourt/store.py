@@ -109,8 +109,10 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-#: SQL condition on ``trial``: not a session that tried an appeal draft.
-_NOT_APPEAL = "trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL)"
+#: SQL condition on ``trial``: not a session that tried an appeal draft, unless that
+#: draft was applied (then its verdict is the skill's current one, until an undo).
+_NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
+               "AND status != 'applied')")
 
 
 class StoreError(Exception):
@@ -507,8 +509,10 @@ class Store:
         return self._verdict_rows("WHERE v.skill = ? ORDER BY v.id DESC", (skill,))
 
     def appeal_trials(self) -> set[str]:
-        """The sessions that tried appeal drafts (their verdicts are about drafts, not the library)."""
-        rows = self._db.execute("SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL")
+        """The sessions that tried appeal drafts not applied (their verdicts are about drafts, not
+        the library; an applied draft's verdict is the skill's current one, until an undo)."""
+        rows = self._db.execute("SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
+                                "AND status != 'applied'")
         return {r[0] for r in rows}
 
     def record_appeal(self, *, skill: str, model: str, verdict_id: int, verdict_trial: str,
@@ -550,6 +554,10 @@ class Store:
         """The appeal with this id (bytes as ``bytes``, ``data`` decoded), or None."""
         rows = self._appeal_rows("WHERE id = ?", (appeal_id,))
         return rows[0] if rows else None
+
+    def all_appeals(self) -> list[dict[str, Any]]:
+        """Every appeal, oldest first."""
+        return self._appeal_rows("ORDER BY id", ())
 
     def skill_appeals(self, skill: str) -> list[dict[str, Any]]:
         """Every appeal of ``skill`` (any model), newest first."""
