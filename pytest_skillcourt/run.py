@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
@@ -36,7 +37,7 @@ from .sandbox.base import (
     SandboxSpec,
 )
 from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
-from .sandbox.workspace import WorkspaceTooLarge
+from .sandbox.workspace import WorkspaceCopy, WorkspaceTooLarge
 from .transcript import skills_read
 
 CHECK_TIMEOUT = 120.0
@@ -129,6 +130,29 @@ def check_room_spec(ctx: RunContext, run_id: str) -> SandboxSpec:
     )
 
 
+def restore_workspace(room: Sandbox, copy: WorkspaceCopy) -> None:
+    """Write ``copy`` into ``room`` (a fresh sandbox) with the room's own tools.
+
+    Raises:
+        SandboxError: it could not be written.
+    """
+    _each(room, "mkdir -p --", copy.dirs)
+    if copy.files:
+        room.write_files(copy.files)
+    _each(room, "chmod +x --", sorted(copy.executable))
+
+
+def _each(sandbox: Sandbox, command: str, paths: Iterable[str]) -> None:
+    """``command`` on every path, the paths on stdin (no argument-length limit)."""
+    data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+    if not data:
+        return
+    done = sandbox.exec(f"xargs -0 -r {command}", timeout=120, stdin=data)
+    if not done.ok:
+        raise SandboxError(f"check room: {command.split()[0]} of the workspace copy failed "
+                           f"(exit {done.exit_code}): {done.stderr.strip()[:300]}")
+
+
 def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     """Run the task's check where the agent cannot have prepared it (docs/architecture.md,
     "The check room"): the agent's sandbox is stopped and its ``/workspace`` copied out
@@ -150,7 +174,7 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
             if not setup.ok:
                 raise SandboxError(f"the suite's setup failed in the check room (exit {setup.exit_code}): "
                                    f"{(setup.stderr or setup.stdout).strip()[-500:]}")
-        copy.restore(room)
+        restore_workspace(room, copy)
         place_answer(room, rec.answer)
         check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
     rec.check_exit = check.exit_code

@@ -23,10 +23,15 @@ import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Protocol, runtime_checkable
+from typing import Mapping, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from .workspace import WorkspaceCopy
+from .workspace import (
+    MAX_WORKSPACE_BYTES,
+    CopyFailed,
+    WorkspaceCopy,
+    WorkspaceTooLarge,
+    from_tar,
+)
 
 #: Marker appended to stdout/stderr cut at ``ExecResult`` limits.
 TRUNCATION_MARKER = "\n[... output cut by skill-court: {dropped} more bytes ...]"
@@ -253,13 +258,14 @@ class Sandbox(abc.ABC):
             WorkspaceTooLarge: the run left more than the check room takes.
             SandboxError: the copy could not be made.
         """
-        from .workspace import MAX_WORKSPACE_BYTES, WorkspaceTooLarge, from_tar  # workspace imports base
-
         done = self.exec("tar -C / -cf - workspace", timeout=120, binary=True,
                          binary_limit=MAX_WORKSPACE_BYTES * 2)
         if done.stdout_bytes_dropped:
             raise WorkspaceTooLarge("the archive of /workspace grew past the check room's limit")
-        return from_tar([done.stdout_bytes or b""])
+        try:
+            return from_tar([done.stdout_bytes or b""])
+        except CopyFailed as err:
+            raise SandboxError(f"check room: {err}") from err
 
     @abc.abstractmethod
     def close(self) -> None:

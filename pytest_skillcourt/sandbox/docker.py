@@ -58,7 +58,7 @@ from pytest_skillcourt.sandbox.base import (
     render_output,
     tar_of_files,
 )
-from pytest_skillcourt.sandbox.workspace import WORKSPACE, WorkspaceCopy, from_tar
+from pytest_skillcourt.sandbox.workspace import WORKSPACE, CopyFailed, WorkspaceCopy, from_tar
 
 #: Name prefix of our containers (with the label, how cleanup finds them).
 NAME_PREFIX = f"{LABEL}-"
@@ -451,6 +451,8 @@ class DockerSandbox(Sandbox):
             self._api.wait(self.id, timeout=60)
             stream, _ = self._api.get_archive(self.id, WORKSPACE, chunk_size=64 * 1024)
             return from_tar(stream)
+        except CopyFailed as exc:
+            raise SandboxError(f"docker sandbox {self.name}: {exc}") from exc
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker sandbox {self.name}: cannot copy {WORKSPACE}: {exc}") from exc
 

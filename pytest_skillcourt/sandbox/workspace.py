@@ -23,8 +23,6 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .base import PathRefused, Sandbox, SandboxError
-
 #: The largest workspace the check room takes, in bytes of file content.
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
 #: The most files and folders it takes.
@@ -33,8 +31,12 @@ MAX_WORKSPACE_FILES = 20_000
 WORKSPACE = "/workspace"
 
 
-class WorkspaceTooLarge(PathRefused):
+class WorkspaceTooLarge(Exception):
     """The agent left more in ``/workspace`` than the check room takes: the run's doing."""
+
+
+class CopyFailed(Exception):
+    """The copy could not be read (the backend turns it into its ``SandboxError``)."""
 
 
 @dataclass(frozen=True)
@@ -45,28 +47,6 @@ class WorkspaceCopy:
     executable: frozenset[str] = frozenset()
     dirs: tuple[str, ...] = ()
     skipped: int = 0
-
-    def restore(self, sandbox: Sandbox) -> None:
-        """Write the copy into ``sandbox`` (a fresh one) with the sandbox's own tools.
-
-        Raises:
-            SandboxError: it could not be written.
-        """
-        _each(sandbox, "mkdir -p --", self.dirs)
-        if self.files:
-            sandbox.write_files(self.files)
-        _each(sandbox, "chmod +x --", sorted(self.executable))
-
-
-def _each(sandbox: Sandbox, command: str, paths: Iterable[str]) -> None:
-    """``command`` on every path, the paths on stdin (no argument-length limit)."""
-    data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
-    if not data:
-        return
-    done = sandbox.exec(f"xargs -0 -r {command}", timeout=120, stdin=data)
-    if not done.ok:
-        raise SandboxError(f"check room: {command.split()[0]} of the workspace copy failed "
-                           f"(exit {done.exit_code}): {done.stderr.strip()[:300]}")
 
 
 class _Budget:
@@ -96,7 +76,7 @@ def from_tar(chunks: Iterable[bytes]) -> WorkspaceCopy:
 
     Raises:
         WorkspaceTooLarge: past the limits (read no further than that).
-        SandboxError: the archive does not read.
+        CopyFailed: the archive does not read.
     """
     budget = _Budget()
     buf = bytearray()
@@ -127,7 +107,7 @@ def from_tar(chunks: Iterable[bytes]) -> WorkspaceCopy:
                 else:
                     skipped += 1
     except (tarfile.TarError, EOFError, OSError) as err:
-        raise SandboxError(f"check room: the archive of {WORKSPACE} does not read: {err}") from err
+        raise CopyFailed(f"the archive of {WORKSPACE} does not read: {err}") from err
     return WorkspaceCopy(files, frozenset(executable), tuple(dirs), skipped)
 
 
