@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.sandbox import workspace
-from pytest_skillcourt.sandbox.workspace import WorkspaceTooLarge, from_host_folder, from_tar
+from pytest_skillcourt.sandbox.workspace import (
+    WorkspaceTooLarge,
+    from_host_folder,
+    from_tar,
+)
 
 
 def tar_of(*members: tuple[str, bytes | None, str | None, int]) -> bytes:
