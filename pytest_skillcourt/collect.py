@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 import pytest
 
@@ -80,6 +80,25 @@ def run_item_params(arm: str, rep: int, reps: int, model_id: str, n_models: int)
 def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
     """A run item's name as shown and as JUnit writes it: ``t1[with]``, ``t1[with-r2-gpt-4.1]``."""
     return f"{task_id}[{run_item_params(arm, rep, reps, model_id, n_models)}]"
+
+
+def verdicts_of_runs(nodeids: Iterable[str], models: tuple[str, ...]) -> set[tuple[str, str]]:
+    """The (suite file, model) of the verdict each run item id belongs to: what an
+    xdist controller, which sees only the workers' run ids, counts verdicts by."""
+    ids = model_ids(models)
+    found: set[tuple[str, str]] = set()
+    for nodeid in nodeids:
+        path, sep, name = nodeid.partition("::")
+        params = name[name.find("[") + 1:-1] if sep and name.endswith("]") and "[" in name else None
+        if params is None or not params.startswith(ARMS):
+            continue
+        if len(models) == 1:
+            found.add((path, models[0]))
+            continue
+        owners = [m for m, mid in ids.items() if params.endswith("-" + mid)]
+        if owners:
+            found.add((path, max(owners, key=lambda m: len(ids[m]))))
+    return found
 
 
 def verdict_item_name(model_id: str) -> str:

@@ -25,7 +25,7 @@ from .agent.runner import get_runner
 from .agent.sandboxed import stop_gateway
 from .cache import in_reach, run_key, still_valid
 from .clock import new_trial_id
-from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, with_settings
+from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, verdicts_of_runs, with_settings
 from .controller import produce_verdicts
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
@@ -88,6 +88,9 @@ class SkillCourt:
         self._images: dict[str, Any] = {}
         self._models: dict[str, ModelSpec] = {}
         self.targets: dict[str, Target] = {}
+        #: xdist controller: verdicts to add to the progress total (see the xdist hook)
+        self._xdist_verdicts = 0
+        self._session: pytest.Session | None = None
         #: (suite, model) -> its first four selected tasks (set at collection)
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         self.outcomes: list[Outcome] = []
@@ -279,15 +282,23 @@ class SkillCourt:
         the selection of ``--lf``, which is itself a wrapper."""
         collected = list(items)
         result = yield
-        self._give_verdicts_their_runs(collected, items)
+        back = self._give_verdicts_their_runs(collected, items)
+        if back:  # ``-k`` reported them deselected: they run after all, so they are not
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            stats = getattr(reporter, "stats", None)
+            if isinstance(stats, dict) and stats.get("deselected"):
+                again = set(map(id, back))
+                stats["deselected"] = [it for it in stats["deselected"] if id(it) not in again]
+                if not stats["deselected"]:
+                    del stats["deselected"]
         self._arrange(config, items)
         return result
 
     @staticmethod
-    def _give_verdicts_their_runs(collected: list[Any], items: list[Any]) -> None:
+    def _give_verdicts_their_runs(collected: list[Any], items: list[Any]) -> list[Any]:
         """A verdict selected without any of its runs (``--lf`` after a failed
         verdict, ``-k verdict``) would be decided on nothing; select its runs
-        again (unchanged ones come from the cache)."""
+        again (unchanged ones come from the cache).  Returns the runs selected again."""
         def key(item: Any) -> tuple[str, str] | None:
             if isinstance(item, RunItem):
                 return (item.run.suite_rel, item.run.model)
@@ -299,10 +310,12 @@ class SkillCourt:
         have = {key(it) for it in items if isinstance(it, RunItem)}
         missing = wanted - have
         if not missing:
-            return
+            return []
         chosen = set(map(id, items))
-        items[:] = [it for it in collected
-                    if id(it) in chosen or (isinstance(it, RunItem) and key(it) in missing)]
+        back = [it for it in collected if id(it) not in chosen and isinstance(it, RunItem) and key(it) in missing]
+        again = set(map(id, back))
+        items[:] = [it for it in collected if id(it) in chosen or id(it) in again]
+        return back
 
     def _suite_size(self, suite_rel: str) -> int | None:
         try:
@@ -512,8 +525,16 @@ class SkillCourt:
             target = Target.from_dict(raw)
             self.targets.setdefault(target.nodeid, target)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """xdist controller: the verdicts the workers' runs belong to, counted from their
+        ids (the workers took the verdict items out of the run queue; this controller
+        reports them), so the progress adds up to 100%."""
+        self._xdist_verdicts = len(verdicts_of_runs(ids, self.settings.models))
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        self._session = session
         if not self.is_worker and self.targets:
             # verdict items left the run queue but will be reported: count them
             session.testscollected += len(self.targets)
@@ -540,7 +561,45 @@ class SkillCourt:
                 f"(first error: {runs[0].error or 'none given'}). Check --skill-court-model, "
                 f"--skill-court-base-url and the API key; exit status {EXIT_NO_ANSWER}")
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A skipped run (budget, early stop, no outcome) points at its task in the suite
+        file, not at the line of this plugin that skipped it."""
+        report = yield
+        if isinstance(item, RunItem) and report.skipped and isinstance(report.longrepr, tuple) \
+                and len(report.longrepr) == 3:
+            line = item.task.line if item.task.line else 1
+            report.longrepr = (str(item.path), line, report.longrepr[2])
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """``-v`` says what a run did, not just that its item passed: a run whose check
+        failed is a passed item (the verdict decides), so its word is the outcome."""
+        if report.when != "call" or not report.passed:  # FAILED stays FAILED (the short summary)
+            return None
+        props = dict(report.user_properties)
+        if "verdict" in props and "skill_court_run" not in props:  # a passing verdict item: its verdict
+            kind = str(props["verdict"])
+            return "passed", ".", (kind, {"green": True} if kind in ("HELPS", "NEUTRAL") else {"yellow": True})
+        if "skill_court_run" not in props or "outcome" not in props:
+            return None
+        outcome = str(props["outcome"])
+        word, markup = {"success": ("SUCCESS", {"green": True}), "failure": ("CHECK FAILED", {"yellow": True}),
+                        "pending-judge": ("TO JUDGE", {"cyan": True})}.get(outcome, (outcome.upper(), {}))
+        details = [f"{float(props.get('duration_s') or 0):.1f}s", f"{int(props.get('tokens') or 0):,} tok"]
+        if props.get("cost_usd") not in (None, ""):
+            details.append(f"${float(props['cost_usd']):.4f}")
+        if props.get("cached") == "true":
+            details.append("cached")
+        return "passed", ".", (f"{word} ({', '.join(details)})", markup)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.is_worker and self._xdist_verdicts and self._session is not None:
+            # xdist set testscollected to the workers' run count just before the first report
+            self._session.testscollected += self._xdist_verdicts
+            self._xdist_verdicts = 0
         if not self.is_worker and report.when == "call" and report.skipped and (
                 ("early_stop", "true") in report.user_properties):
             self.early_skipped += 1
