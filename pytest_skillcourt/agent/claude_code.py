@@ -59,10 +59,10 @@ from ..skills import Library
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
 from .sandboxed import (
-    SANDBOX_PATH,
     agent_result,
     binary_path,
     binary_version,
+    check_inside,
     classify,
     elf_interpreter,
     native_executable,
@@ -180,23 +180,7 @@ class ClaudeCodeRunner:
         binary, why = find_claude()
         if binary is None:
             return why
-        if backend == "docker":
-            from ..sandbox.docker import engine_is_local
-
-            if not engine_is_local():
-                return ("the claude-code runner mounts Claude Code's binary and the gateway's socket "
-                        "into each container, so the Docker engine must run on this machine; "
-                        f"DOCKER_HOST is {os.environ.get('DOCKER_HOST')!r}. Fix: unset DOCKER_HOST, or "
-                        "--skill-court-sandbox local.")
-            return ""
-        if backend == "local":
-            if shutil.which("python3", path=SANDBOX_PATH) is None:
-                return ("the claude-code runner's gateway forwarder runs with python3 inside the "
-                        f"sandbox, and the local sandbox shows this host's {SANDBOX_PATH}: none "
-                        "has python3. Fix: install python3, or --skill-court-sandbox docker.")
-            return ""
-        return (f"the claude-code runner runs on the docker and local sandboxes, not {backend!r}. "
-                "Fix: --skill-court-sandbox docker (or local).")
+        return check_inside(self.name, backend)
 
     def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
         """The gateway folder, and the binary at ``/opt/skill-court/bin/claude``."""
