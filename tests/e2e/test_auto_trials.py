@@ -264,6 +264,9 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     assert f"{SKILL}  create  done  session {session}" in status.stdout
     assert "(shown " in status.stdout and "HURTS: success fell from 100% to 0%" in status.stdout
     assert f"${day['spend_usd']:.4f} of $2.00" in status.stdout
+    inside = subprocess.run([profile.binary, "court", "auto", "status"], env=profile.env, cwd=profile.root,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert inside.returncode == 0 and inside.stdout == status.stdout, inside.stderr  # hermes court auto: the same
     doc = json.loads(profile.court("auto", "status", "--json", "--hermes-home", str(profile.home)).stdout)
     assert doc["notices"][0]["delivered_to"] == "cli" and doc["today"]["judge_tokens"] == day["judge_tokens"]
 
