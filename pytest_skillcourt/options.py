@@ -152,6 +152,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="memory limit per sandbox in MB (default 2048)")
     opt("pids", "sandbox process limit", metavar="N", help="process limit per sandbox (default 256)")
     opt("cpus", "sandbox CPU limit", metavar="N", help="CPUs per sandbox (default 1)")
+    opt("concurrency", "runs at once within one process (1 to 64)", metavar="N",
+        help="run up to N runs at once in this process, e.g. while they wait on a slow "
+             "model (1 to 64, default 1; README, \"Concurrency\")")
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,8 @@ class Settings:
     agent_preset: Preset | None = None
     #: --skill-court-checks-from: the git revision the suites are read from (None: the working tree)
     checks_from: str | None = None
+    #: --skill-court-concurrency: runs at once within one process
+    concurrency: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -236,6 +241,25 @@ def _reps(raw: Any) -> int | None:
     if reps > 100:
         raise pytest.UsageError(f"--skill-court-reps: expected a whole number from 1 to 100, got {raw!r}")
     return int(reps)
+
+
+def _concurrency(raw: Any) -> int:
+    """``--skill-court-concurrency``/ini ``skill_court_concurrency``: 1 to 64 (default 1)."""
+    if raw is None:
+        return 1
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise pytest.UsageError(
+            f"--skill-court-concurrency (or ini skill_court_concurrency): expected a whole number "
+            f"from 1 to {MAX_CONCURRENCY}, got {raw!r}; e.g. --skill-court-concurrency 4")
+    return value
+
+
+#: The most runs one process runs at once (each holds a sandbox and a model request).
+MAX_CONCURRENCY = 64
 
 
 def parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
@@ -412,6 +436,7 @@ def load_settings(config: pytest.Config) -> Settings:
         pids=_number(_value(config, "pids"), "pids", 256, kind=int, minimum=16, strictly=False),
         cpus=_number(_value(config, "cpus"), "cpus", 1.0),
         checks_from=config.getoption("skill_court_checks_from") or None,
+        concurrency=_concurrency(_value(config, "concurrency")),
     )
     for what, out in (("--skill-court-store", settings.store), ("--skill-court-quarantine", settings.quarantine),
                       ("--skill-court-json", settings.json_path), ("--skill-court-html", settings.html_path)):

@@ -26,6 +26,7 @@ from .agent.sandboxed import stop_gateway
 from .cache import in_reach, run_key, still_valid
 from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, verdicts_of_runs, with_settings
+from .concurrency import LockedStore, RunAhead
 from .controller import produce_verdicts
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
@@ -76,6 +77,12 @@ class SkillCourt:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
+        workers = config.getoption("numprocesses", default=None)
+        if settings.concurrency > 1 and (self.is_worker or workers not in (None, 0, "0")):
+            raise pytest.UsageError(
+                f"--skill-court-concurrency {settings.concurrency} with xdist's -n {workers}: use one "
+                "of the two (-n runs one run at a time per worker process; the concurrency runs "
+                "N at once in one process, usually the lighter choice)")
         winput: dict[str, Any] = getattr(config, "workerinput", {})
         self.trial: str = winput.get("skill_court_trial") or new_trial_id()
         self.backend: str | None = winput.get("skill_court_backend")
@@ -83,7 +90,9 @@ class SkillCourt:
         self._suites: dict[str, Suite] = {}
         self._suite_sources: dict[str, SuiteSource] = {}
         self._reader: SuiteReader | None = None
-        self._store: Store | None = None
+        self._store: Any = None  # a Store, behind a LockedStore with --skill-court-concurrency
+        #: with --skill-court-concurrency N > 1: the threads running the items ahead
+        self._ahead: RunAhead[RunItem, tuple[RunRecord, bool]] | None = None
         self._store_lock = threading.Lock()
         self._images: dict[str, Any] = {}
         self._models: dict[str, ModelSpec] = {}
@@ -159,8 +168,9 @@ class SkillCourt:
     def store(self) -> Store:
         with self._store_lock:
             if self._store is None:
-                self._store = Store(self.settings.store, check=not self.is_worker)
-            return self._store
+                store = Store(self.settings.store, check=not self.is_worker)
+                self._store = LockedStore(store) if self.settings.concurrency > 1 else store
+            return self._store  # type: ignore[no-any-return]
 
     def model(self, label: str) -> ModelSpec:
         if label not in self._models:
@@ -399,12 +409,23 @@ class SkillCourt:
             raise SkillCourtError(str(err)) from None
 
     def _run_item(self, item: RunItem) -> None:
-        s = self.settings
-        suite, run = item.suite, item.run
-        store = self.store()
+        run = item.run
         props = item.user_properties
         props += [("skill_court_run", ""), ("skill", run.skill), ("model", run.model),
                   ("arm", run.arm), ("rep", run.rep)]
+        if self._ahead is not None and self._ahead.has(item):
+            record, cached = self._ahead.result(item)  # run ahead on a thread
+        else:
+            record, cached = self._obtain_run(item)
+        self._outcome_of(item, record, cached)
+
+    def _obtain_run(self, item: RunItem) -> tuple[RunRecord, bool]:
+        """The run of ``item`` from the cache or executed now, recorded in the store;
+        ``pytest.skip`` when the budget or early stop says no run may start.  Thread-safe
+        (``--skill-court-concurrency`` calls it from its threads)."""
+        s = self.settings
+        suite, run = item.suite, item.run
+        store = self.store()
         self._check_budget(store)
         if s.early_stop:
             self._check_early_stop(item)
@@ -422,7 +443,16 @@ class SkillCourt:
         if record is None:
             run_id = f"{self.trial}-{key[:16]}"
             record = execute_run(ctx, run_id=run_id, key=key)
+        if self._ahead is not None and self._ahead.cancelled.is_set():
+            # the session stopped while it ran: its sandbox was closed under it
+            raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: cancelled, the session stopped")
         store.record_run(record, trial=self.trial, cached=cached)
+        return record, cached
+
+    def _outcome_of(self, item: RunItem, record: RunRecord, cached: bool) -> None:
+        """The item's properties from its run, and its skip or failure."""
+        run = item.run
+        props = item.user_properties
         props[0] = ("skill_court_run", record.run_id)
         outcome = ("pending-judge" if record.needs_judge else
                    "none" if record.outcome is None else
@@ -538,7 +568,12 @@ class SkillCourt:
         if not self.is_worker and self.targets:
             # verdict items left the run queue but will be reported: count them
             session.testscollected += len(self.targets)
-        result = yield
+        self._start_ahead(session)
+        try:
+            result = yield
+        finally:
+            if self._ahead is not None:
+                self._ahead.stop()
         if not self.is_worker and not session.config.option.collectonly and self.settings.skills_dir.is_dir():
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             try:
@@ -549,6 +584,17 @@ class SkillCourt:
             except StoreError as err:  # found damaged mid-session: say so, no INTERNALERROR
                 raise pytest.UsageError(f"skill court: {err}") from None
         return result
+
+    def _start_ahead(self, session: pytest.Session) -> None:
+        """``--skill-court-concurrency N``: N threads execute the selected runs ahead, in
+        the order pytest will report them (the first four tasks of each suite first, so a
+        later task's early-stop wait only waits for runs already started)."""
+        n = self.settings.concurrency
+        if n <= 1 or session.config.option.collectonly or self.is_worker:
+            return
+        runs = [it for it in session.items if isinstance(it, RunItem)]
+        if len(runs) > 1:
+            self._ahead = RunAhead(self._obtain_run, runs, n)
 
     def _check_answered(self) -> None:
         """A session whose runs all got no reply from the model decided nothing: say so

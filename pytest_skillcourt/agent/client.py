@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -144,6 +145,33 @@ RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
 MAX_RETRY_AFTER = 120.0
 
 
+_SDK_CLIENTS: dict[tuple[str, str, float], Any] = {}
+_SDK_LOCK = threading.Lock()
+
+
+def shared_sdk(spec: ModelSpec, timeout: float) -> Any:
+    """The one ``openai.OpenAI`` client of this process for ``spec``'s endpoint and key.
+
+    Building one costs tens of milliseconds (its httpx transport and TLS context), so
+    every run, judge call and thread of a process shares it; the SDK client and its
+    connection pool are safe to use from several threads (docs/architecture.md,
+    "Concurrency").
+    """
+    key = (spec.base_url, spec.api_key, float(timeout))
+    with _SDK_LOCK:
+        client = _SDK_CLIENTS.get(key)
+        if client is None:
+            import openai  # heavy: imported only when a model is really called
+
+            client = _SDK_CLIENTS[key] = openai.OpenAI(
+                base_url=spec.base_url,
+                api_key=spec.api_key,
+                max_retries=0,  # we retry ourselves, with our own classification
+                timeout=timeout,
+            )
+        return client
+
+
 @dataclass
 class ChatClient:
     """Chat completions with retries and exponential backoff (with jitter).
@@ -167,14 +195,7 @@ class ChatClient:
 
     def _sdk(self) -> Any:
         if self._client is None:
-            import openai  # heavy: imported only when a model is really called
-
-            self._client = openai.OpenAI(
-                base_url=self.spec.base_url,
-                api_key=self.spec.api_key,
-                max_retries=0,  # we retry ourselves, with our own classification
-                timeout=self.request_timeout,
-            )
+            self._client = shared_sdk(self.spec, self.request_timeout)
         return self._client
 
     def chat(

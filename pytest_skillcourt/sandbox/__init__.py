@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from typing import Iterable, Mapping
 
 from pytest_skillcourt.sandbox.base import (
@@ -46,6 +47,7 @@ __all__ = [
     "SandboxSpec",
     "SandboxUnavailable",
     "cleanup_leftovers",
+    "close_open_sandboxes",
     "get_backend",
     "image_id",
     "open_sandbox",
@@ -177,7 +179,25 @@ def open_sandbox(backend: str, spec: SandboxSpec) -> Sandbox:
             f"open_sandbox: backend must be {_one_of(_REGISTRY)} (resolve 'auto' first "
             f"with resolve_backend), got {backend!r}"
         )
-    return get_backend(backend).open(spec)
+    box = get_backend(backend).open(spec)
+    with _OPEN_LOCK:
+        _OPEN.add(box)
+    return box
+
+
+#: Every sandbox this process opened and has not yet dropped (closed ones are harmless:
+#: ``close`` is idempotent), for :func:`close_open_sandboxes`.
+_OPEN: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_OPEN_LOCK = threading.Lock()
+
+
+def close_open_sandboxes() -> None:
+    """Close every sandbox this process opened: a stopped session's runs still in flight
+    on other threads (``--skill-court-concurrency``) end on their closed sandbox."""
+    with _OPEN_LOCK:
+        boxes = list(_OPEN)
+    for box in boxes:
+        box.close()
 
 
 def image_id(backend: str, image: str | None) -> str:
