@@ -77,6 +77,10 @@ class Court(Protocol):
 
     def result(self) -> TrialResult: ...
 
+    def say(self, text: str) -> None:
+        """A line about a step of the session (quiet under ``-q``)."""
+        ...
+
 
 @dataclass
 class Judged:
@@ -132,6 +136,8 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
     deadline = judging_deadline(court)
     for label, jobs in jobs_by_model.items():
         spec = court.model(label)
+        court.say(f"judging {len(jobs)} pair{'s' if len(jobs) != 1 else ''} without a check with {label} "
+                  "(both orders each)")
         results = judge_pairs(ChatClient(spec), jobs, max_workers=JUDGE_WORKERS, budget=budget, seed=seed,
                               deadline=deadline)
         for job_key, judgment in results.items():
@@ -243,6 +249,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     cause, cause_cost = None, 0.0
     if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
+        court.say(f"finding the cause of {suite.skill}'s HURTS on {target.model}")
         try:
             cause, cause_cost = explain(court, target, pairs, evidence, skill)
         except Exception as err:  # a verdict without its cause is still a verdict

@@ -152,6 +152,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="memory limit per sandbox in MB (default 2048)")
     opt("pids", "sandbox process limit", metavar="N", help="process limit per sandbox (default 256)")
     opt("cpus", "sandbox CPU limit", metavar="N", help="CPUs per sandbox (default 1)")
+    opt("heartbeat", "seconds between progress lines off a terminal (0: none)", metavar="S",
+        help="seconds between progress lines while a run is going on, when the output is not a "
+             "terminal (CI logs); 0 turns them off (default 30)")
     opt("concurrency", "runs at once within one process (1 to 64)", metavar="N",
         help="run up to N runs at once in this process, e.g. while they wait on a slow "
              "model (1 to 64, default 1; README, \"Concurrency\")")
@@ -190,6 +193,8 @@ class Settings:
     memory_mb: int
     pids: int
     cpus: float
+    #: ini skill_court_heartbeat: seconds between progress lines off a terminal (0: none)
+    heartbeat_s: float = 30.0
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     html_path: Path | None = None
     #: --skill-court-reps: repetitions for every suite (None: each suite's own, else 1)
@@ -435,6 +440,7 @@ def load_settings(config: pytest.Config) -> Settings:
                           strictly=False),
         pids=_number(_value(config, "pids"), "pids", 256, kind=int, minimum=16, strictly=False),
         cpus=_number(_value(config, "cpus"), "cpus", 1.0),
+        heartbeat_s=_number(_value(config, "heartbeat"), "heartbeat", 30.0, strictly=False),
         checks_from=config.getoption("skill_court_checks_from") or None,
         concurrency=_concurrency(_value(config, "concurrency")),
     )

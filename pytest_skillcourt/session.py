@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from .llm import TokenBudget
 from .options import FailOn, Settings
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import add_pair_properties, pair_properties
+from .report.progress import Progress, format_tokens
 from .report.terminal import write_summary
 from .run import execute_run
 from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
@@ -104,6 +106,8 @@ class SkillCourt:
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
+        self._progress: Progress | None = None
+        self._started = time.monotonic()
         self.files_written: list[tuple[str, Path]] = []
         self.errors: list[str] = []
         self._judge_budget: TokenBudget | None = None
@@ -207,6 +211,7 @@ class SkillCourt:
         if self.config.option.collectonly:
             return  # listing items needs no model key, no sandbox and no store
         self._sigterm = catch_sigterm()
+        self._start_progress()
         try:
             self.suite_reader()
         except FrozenError as err:
@@ -533,6 +538,8 @@ class SkillCourt:
             if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, self._sigterm)
             stop_gateway()  # if an agent inside a sandbox started it
+            if self._progress is not None:
+                self._progress.close()
             if self._reader is not None:
                 self._reader.close()
             if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
@@ -641,7 +648,20 @@ class SkillCourt:
             details.append("cached")
         return "passed", ".", (f"{word} ({', '.join(details)})", markup)
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[None]:
+        """Outermost: pytest writes (``-v``: the item's id) with the live status erased."""
+        progress = self._progress
+        if progress is None:
+            return (yield)
+        with progress.paused():
+            result = yield
+        if "::verdict[" not in nodeid:
+            progress.started(nodeid)
+        return result
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
         if not self.is_worker and self._xdist_verdicts and self._session is not None:
             # xdist set testscollected to the workers' run count just before the first report
             self._session.testscollected += self._xdist_verdicts
@@ -649,6 +669,41 @@ class SkillCourt:
         if not self.is_worker and report.when == "call" and report.skipped and (
                 ("early_stop", "true") in report.user_properties):
             self.early_skipped += 1
+        progress = self._progress
+        if progress is None:
+            return (yield)
+        if report.when == "call":
+            progress.finished(report.nodeid, dict(report.user_properties))
+        elif report.when == "teardown":
+            progress.forget(report.nodeid)
+        with progress.paused():
+            return (yield)
+
+    def say(self, text: str) -> None:
+        """A line about a step after the runs (judging, a cause); none under ``-q``."""
+        if self._progress is not None:
+            self._progress.step(text)
+
+    def _start_progress(self) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.is_worker or reporter is None or self.config.get_verbosity() < 0:
+            return
+        tw = reporter._tw
+        self._progress = Progress(
+            getattr(tw, "_file", sys.stdout), tty=bool(reporter.isatty), width=tw.fullwidth,
+            column=lambda: tw.width_of_current_line, write_line=reporter.write_line,
+            heartbeat_s=self.settings.heartbeat_s or float("inf"))
+
+    def totals_line(self) -> str:
+        """The session in one line: runs, cached, model calls, tokens, spend, wall time."""
+        runs = [tr for tr in self.store().trial_runs(self.trial)]
+        cached = sum(1 for tr in runs if tr.cached)
+        calls = sum(tr.record.api_calls for tr in runs if not tr.cached)
+        tokens = sum(tr.record.tokens for tr in runs)
+        wall = time.monotonic() - self._started
+        return (f"skill court: {len(runs)} runs ({cached} cached), {calls} model calls, "
+                f"{format_tokens(tokens)} tokens, ${self.store().spend(self.trial):.4f} spent, "
+                f"{int(wall) // 60}m{int(wall) % 60:02d}s")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
@@ -661,6 +716,11 @@ class SkillCourt:
         write_summary(terminalreporter, self.result())
         for what, path in self.files_written:
             terminalreporter.write_sep("-", f"generated {what}: {path}")
+        if self.config.get_verbosity() >= 0:
+            try:
+                terminalreporter.write_line(self.totals_line())
+            except StoreError:
+                pass
 
     def nothing_to_try(self) -> list[str]:
         """What to do when a session found no skill to try."""
