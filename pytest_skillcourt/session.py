@@ -107,6 +107,8 @@ class SkillCourt:
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self._progress: Progress | None = None
+        #: (suite, model) -> task id -> why its runs were skipped, for the reports
+        self._skip_reasons: dict[tuple[str, str], dict[str, str]] = {}
         self._started = time.monotonic()
         self.files_written: list[tuple[str, Path]] = []
         self.errors: list[str] = []
@@ -669,6 +671,11 @@ class SkillCourt:
         if not self.is_worker and report.when == "call" and report.skipped and (
                 ("early_stop", "true") in report.user_properties):
             self.early_skipped += 1
+        props = dict(report.user_properties)
+        if report.skipped and "skill_court_run" in props and isinstance(report.longrepr, tuple):
+            path, _, name = report.nodeid.partition("::")
+            self._skip_reasons.setdefault((path, str(props.get("model"))), {}).setdefault(
+                name.partition("[")[0], str(report.longrepr[-1]).removeprefix("Skipped: "))
         progress = self._progress
         if progress is None:
             return (yield)
@@ -759,7 +766,9 @@ class SkillCourt:
             errors=tuple(self.errors),
             quarantined=tuple((e.skill, e.model) for e in changed),
             lifted=tuple((e.skill, e.model) for e in lifted),
-            runs=runs, prompts=prompts, checks=checks)
+            runs=runs, prompts=prompts, checks=checks,
+            skip_reasons={n: dict(self._skip_reasons.get((t.suite_rel, t.model), {}))
+                          for n, t in self.targets.items()})
 
 
 #: The running court (only with --skill-court), as junitxml keeps ``xml_key`` beside ``LogXML``.

@@ -257,3 +257,6 @@ class TrialResult:
     prompts: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     #: per suite, (task id, its check command or "") in suite order
     checks: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: per verdict nodeid, task id -> why its runs were skipped (pytest's skip reason:
+    #: the budget, no price, early stop, no outcome)
+    skip_reasons: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

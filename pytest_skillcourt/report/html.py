@@ -295,14 +295,16 @@ NOT_RUN_WHY = ("not run in this session: the budget was reached, a model had no 
 def task_entries(runs: Sequence[TrialRun], judgments: Sequence[Mapping[str, Any]],
                  prompts: Mapping[str, str] | None = None, order: Sequence[str] = (),
                  used: Iterable[str] | None = None, checks: Mapping[str, str] | None = None,
-                 early_stop: bool = False) -> list[dict[str, Any]]:
+                 early_stop: bool = False, reasons: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Tasks of one verdict with their pairs, in suite order (``order``), then by id.
 
     ``used``: the tasks the verdict was made from (early stop uses only the
     first four); None means every task.  Tasks of ``order`` without a run are
     listed too, with why (``early_stop``: the verdict stopped early).  ``checks``:
-    task id -> the suite's check command."""
+    task id -> the suite's check command; ``reasons``: task id -> why the session skipped
+    its runs (when it said)."""
     prompts = prompts or {}
+    reasons = reasons or {}
     checks = checks or {}
     used_set = set(used) if used is not None else None
     cached = {tr.record.run_id: tr.cached for tr in runs}
@@ -326,7 +328,7 @@ def task_entries(runs: Sequence[TrialRun], judgments: Sequence[Mapping[str, Any]
             prompt = prompts.get(task_id)
             out.append({"task": task_id, "prompt": _cut(prompt, PROMPT_CHARS) if prompt else None,
                         "used": False, "pairs": [], "check": checks.get(task_id) or None,
-                        "skipped": EARLY_STOP_WHY if early_stop else NOT_RUN_WHY})
+                        "skipped": EARLY_STOP_WHY if early_stop else (reasons.get(task_id) or NOT_RUN_WHY)})
     out.sort(key=lambda t: (rank.get(str(t["task"]), len(rank)), str(t["task"])))
     return out
 
@@ -422,7 +424,8 @@ def trial_data(result: TrialResult, store: Store | None = None) -> dict[str, Any
         checks = dict(all_checks.get(o.target.suite_rel, ()))
         entry["tasks"] = task_entries(result.runs.get(o.target.nodeid, ()), o.judgments, prompts,
                                       list(prompts), _used_tasks(entry, o.target.first_tasks), checks,
-                                      early_stop=(entry["verdict"] or {}).get("basis") == "early-stop")
+                                      early_stop=(entry["verdict"] or {}).get("basis") == "early-stop",
+                                      reasons=result.skip_reasons.get(o.target.nodeid))
         entry["appeals"] = appeal_entries(store, o.skill, o.target.model) if store is not None else []
         verdicts.append(entry)
     budget_text(verdicts)

@@ -73,8 +73,10 @@ def task_list(result: TrialResult, o: Outcome, runs: tuple[TrialRun, ...]) -> li
         if task not in order:
             order.append(task)
     early = o.verdict.basis == "early-stop"
+    reasons = result.skip_reasons.get(o.target.nodeid) or {}
     return [{"task": t, "check": checks.get(t) or None, "runs": counts.get(t, 0),
-             "not_run": None if counts.get(t) else (EARLY_STOPPED if early else NOT_RUN)} for t in order]
+             "not_run": None if counts.get(t) else (EARLY_STOPPED if early else (reasons.get(t) or NOT_RUN))}
+            for t in order]
 
 
 def results(result: TrialResult) -> dict[str, Any]:
