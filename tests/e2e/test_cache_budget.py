@@ -37,6 +37,15 @@ def counter(monkeypatch: pytest.MonkeyPatch):
     c.remove()
 
 
+def run_sandboxes(counter: BwrapCounter) -> int:
+    """Sandboxes of runs started since the last reset: each checked run also opens its
+    check room (a second sandbox, named ``...-check-...``), which is not counted here."""
+    names = {line.split(" ", 1)[1] for line in counter.lines() if line.startswith("jail ")}
+    rooms = {n for n in names if "-check-" in n}
+    assert len(rooms) == len(names) - len(rooms), sorted(names)  # one room per fresh checked run
+    return len(names) - len(rooms)
+
+
 def helps_house_format(request: RecordedRequest) -> Reply:
     """Right when house-format is listed, wrong otherwise; 120 tokens per call."""
     if not request.tools:  # the judge
@@ -84,7 +93,7 @@ def test_rerun_of_unchanged_library_makes_no_call_and_starts_no_sandbox(
     two_suites(pytester, server.base_url)
     first = run_court(pytester)
     first.assert_outcomes(passed=14)
-    calls_first, sandboxes_first = len(server.requests), counter.sandboxes()
+    calls_first, sandboxes_first = len(server.requests), run_sandboxes(counter)
     assert calls_first == 12 and sandboxes_first == 12  # one model call per run
     props_first = by_item(pytester)
     assert all(p["cached"] == "false" for k, p in props_first.items() if "verdict[" not in k)
@@ -123,7 +132,7 @@ def test_editing_one_skill_replays_exactly_the_runs_that_can_see_it(
     assert fresh == sorted([f"house-format::h{i}[{arm}]" for i in (1, 2, 3) for arm in ("with", "without")]
                            + [f"other-tip::o{i}[with]" for i in (1, 2, 3)])
     assert cached == [f"other-tip::o{i}[without]" for i in (1, 2, 3)]
-    assert counter.sandboxes() == 9
+    assert run_sandboxes(counter) == 9
     assert props["other-tip::verdict[test-model]"]["verdict"] == "NEUTRAL"
 
 
@@ -135,7 +144,7 @@ def test_fresh_ignores_the_cache_and_still_writes_it(
     before = len(server.requests)
     counter.reset()
     run_court(pytester, "--skill-court-fresh").assert_outcomes(passed=14)
-    assert len(server.requests) == 2 * before and counter.sandboxes() == 12
+    assert len(server.requests) == 2 * before and run_sandboxes(counter) == 12
     assert all(p["cached"] == "false" for k, p in by_item(pytester).items() if "verdict[" not in k)
     counter.reset()
     run_court(pytester).assert_outcomes(passed=14)  # the fresh runs are the cache now
@@ -154,7 +163,7 @@ def test_runs_without_outcome_are_never_reused(pytester: pytest.Pytester, server
     run_court(pytester).assert_outcomes(passed=14)
     props = by_item(pytester)
     assert all(p["cached"] == "false" for k, p in props.items() if "verdict[" not in k)
-    assert counter.sandboxes() == 12
+    assert run_sandboxes(counter) == 12
     assert props["house-format::verdict[test-model]"]["verdict"] == "HELPS"
 
 
