@@ -30,6 +30,7 @@ from pytest_skillcourt import tasks as task_commands
 from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.layout import Layout, LayoutError, check_library, default_hermes_home, hermes_layout, resolve
 from pytest_skillcourt.layout import quarantine_file as layout_quarantine
+from pytest_skillcourt.layout import quarantine_of_rootdir
 from pytest_skillcourt.quarantine import (
     ALL_MODELS,
     ENV_VAR,
@@ -882,10 +883,11 @@ class _AppealParser(argparse.ArgumentParser):
 
 
 def _appeal_quarantine(args: argparse.Namespace, rootdir: str | None) -> Path:
-    """``--quarantine``, else $SKILL_COURT_QUARANTINE, else the one under the trial's rootdir."""
+    """``--quarantine``, else $SKILL_COURT_QUARANTINE, else the trial's library's own file
+    (a Hermes library's is the one the plugin reads)."""
     if getattr(args, "quarantine", None) or os.environ.get(ENV_VAR, "").strip() or not rootdir:
         return quarantine_path(args)
-    return default_path(Path(rootdir))
+    return quarantine_of_rootdir(Path(rootdir))
 
 
 def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:

@@ -106,6 +106,16 @@ def hermes_layout(home: Path) -> Layout:
                   rootdir=data, hermes_home=home)
 
 
+def quarantine_of_rootdir(rootdir: Path) -> Path:
+    """The quarantine file of the library whose trials have ``rootdir``: a Hermes
+    library's data folder holds it itself (the file the plugin reads), a repository
+    keeps it under ``.skill-court/``."""
+    rootdir = Path(rootdir)
+    if rootdir.parts[-len(HERMES_DATA.parts):] == HERMES_DATA.parts:
+        return hermes_layout(rootdir.parents[len(HERMES_DATA.parts) - 1]).quarantine
+    return repository_layout(rootdir / "skills").quarantine
+
+
 def repository_layout(skills_dir: Path) -> Layout:
     """The layout of a library in a repository: ``skills_tests/`` and ``.skill-court/`` beside it."""
     skills_dir = Path(skills_dir).expanduser().absolute()

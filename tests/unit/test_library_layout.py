@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.layout import hermes_layout, hermes_model, repository_layout
+from pytest_skillcourt.layout import hermes_layout, hermes_model, quarantine_of_rootdir, repository_layout
 from tests.support.builders import write_skill
 
 
@@ -46,3 +47,17 @@ def test_the_profiles_model_as_the_court_names_it(tmp_path: Path, config: str, l
     found = hermes_model(tmp_path)
     assert (found.label, found.base_url) == (label, base_url)
     assert bool(found.why_not) == (label is None)
+
+
+def test_an_appeal_lifts_the_quarantine_its_trial_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hermes library's trial wrote the file the plugin reads; applying its appeal lifts
+    the entry there, not in a ``.skill-court/`` folder inside the data folder."""
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    hermes = hermes_layout(tmp_path / "home")
+    repo = repository_layout(tmp_path / "proj" / "skills")
+    assert quarantine_of_rootdir(hermes.rootdir) == hermes.quarantine == tmp_path / "home/plugin-data/skill-court/quarantine.json"
+    assert quarantine_of_rootdir(repo.rootdir) == repo.quarantine == tmp_path / "proj/.skill-court/quarantine.json"
+    args = argparse.Namespace(quarantine=None)
+    assert cli._appeal_quarantine(args, str(hermes.rootdir)) == hermes.quarantine
+    given = argparse.Namespace(quarantine=str(tmp_path / "mine.json"))
+    assert cli._appeal_quarantine(given, str(hermes.rootdir)) == tmp_path / "mine.json"
