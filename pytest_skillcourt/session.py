@@ -643,9 +643,9 @@ class SkillCourt:
         outcome = str(props["outcome"])
         word, markup = {"success": ("SUCCESS", {"green": True}), "failure": ("CHECK FAILED", {"yellow": True}),
                         "pending-judge": ("TO JUDGE", {"cyan": True})}.get(outcome, (outcome.upper(), {}))
-        details = [f"{float(props.get('duration_s') or 0):.1f}s", f"{int(props.get('tokens') or 0):,} tok"]
+        details = [f"{float(str(props.get('duration_s') or 0)):.1f}s", f"{int(str(props.get('tokens') or 0)):,} tok"]
         if props.get("cost_usd") not in (None, ""):
-            details.append(f"${float(props['cost_usd']):.4f}")
+            details.append(f"${float(str(props['cost_usd'])):.4f}")
         if props.get("cached") == "true":
             details.append("cached")
         return "passed", ".", (f"{word} ({', '.join(details)})", markup)
