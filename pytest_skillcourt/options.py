@@ -143,6 +143,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write machine-readable results to PATH")
     group.addoption("--skill-court-html", dest="skill_court_html", metavar="PATH",
                     help="write one self-contained HTML page of the verdicts to PATH")
+    group.addoption("--skill-court-junit-properties", action="store_true", default=None,
+                    dest="skill_court_junit_properties",
+                    help="with --junitxml: each run's and verdict's data as per-testcase <properties> "
+                         "(needs ini junit_family = xunit1) instead of lines in its <system-out> "
+                         "(valid xunit2, the default)")
+    parser.addini("skill_court_junit_properties", "JUnit run data as per-testcase <properties> "
+                  "(needs junit_family = xunit1)", type="bool", default=False)
     group.addoption("--skill-court-no-early-stop", action="store_true", default=False,
                     help="run every task even when the first four show no difference")
     group.addoption("--skill-court-shard", metavar="I/N",
@@ -205,6 +212,8 @@ class Settings:
     checks_from: str | None = None
     #: --skill-court-concurrency: runs at once within one process
     concurrency: int = 1
+    #: --skill-court-junit-properties: JUnit run data as <properties> (xunit1), not <system-out>
+    junit_properties: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -443,6 +452,8 @@ def load_settings(config: pytest.Config) -> Settings:
         heartbeat_s=_number(_value(config, "heartbeat"), "heartbeat", 30.0, strictly=False),
         checks_from=config.getoption("skill_court_checks_from") or None,
         concurrency=_concurrency(_value(config, "concurrency")),
+        junit_properties=bool(config.getini("skill_court_junit_properties")
+                              if config.getoption("skill_court_junit_properties") is None else True),
     )
     for what, out in (("--skill-court-store", settings.store), ("--skill-court-quarantine", settings.quarantine),
                       ("--skill-court-json", settings.json_path), ("--skill-court-html", settings.html_path)):

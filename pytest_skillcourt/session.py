@@ -33,7 +33,7 @@ from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
 from .options import FailOn, Settings
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
-from .report.junit import add_pair_properties, pair_properties
+from .report.junit import JUNIT_PLUGIN, JunitRunData, add_judgments, check_family, logxml, pair_properties
 from .report.progress import Progress, format_tokens
 from .report.terminal import write_summary
 from .run import execute_run
@@ -229,6 +229,7 @@ class SkillCourt:
             except ModelConfigError as err:
                 raise pytest.UsageError(f"--skill-court-judge-model: {err}") from None
         if not self.is_worker:
+            self._junit_run_data()
             try:
                 backend = self.resolve_backend()
             except SandboxUnavailable as err:
@@ -535,7 +536,7 @@ class SkillCourt:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         try:
-            self._judgments_into_junit(config)
+            self._drop_junit_plugin(config)
         finally:
             if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, self._sigterm)
@@ -548,15 +549,32 @@ class SkillCourt:
                 self._store.close()
                 self._store = None
 
-    def _judgments_into_junit(self, config: pytest.Config) -> None:
-        """After junitxml wrote its file: add each judged pair's judgment to its two items."""
-        xml_path = getattr(config.option, "xmlpath", None)
-        if self.is_worker or not xml_path or not self.outcomes:
+    def _junit_run_data(self) -> None:
+        """With ``--junitxml``: the court's items' data go into pytest's file as
+        ``report/junit.py`` says (``<system-out>``, or ``<properties>`` by option)."""
+        xml = logxml(self.config)
+        check_family(xml, self.settings.junit_properties)
+        if xml is not None and not self.config.pluginmanager.has_plugin(JUNIT_PLUGIN):
+            self.config.pluginmanager.register(
+                JunitRunData(xml, properties=self.settings.junit_properties, trial=self.trial), JUNIT_PLUGIN)
+
+    @staticmethod
+    def _drop_junit_plugin(config: pytest.Config) -> None:
+        """The JUnit plugin leaves with the court (pytester sessions share the process)."""
+        plugin = config.pluginmanager.get_plugin(JUNIT_PLUGIN)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
+
+    def _judgments_into_junit(self) -> None:
+        """After the verdicts, before junitxml writes its file: each judged pair's
+        judgment into the testcases of its two runs."""
+        xml = logxml(self.config)
+        if self.is_worker or xml is None or not self.outcomes:
             return
         reps = {o.target.suite_rel: self.suite(o.target.suite_rel).reps or 1 for o in self.outcomes}
         props = pair_properties(self.outcomes, self.settings.models, reps)
         if props:
-            add_pair_properties(Path(xml_path), props)
+            add_judgments(xml, props, properties=self.settings.junit_properties)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -588,6 +606,7 @@ class SkillCourt:
             try:
                 if not interrupted:
                     produce_verdicts(self, session)
+                    self._judgments_into_junit()
                 self._check_answered()
                 self.store().finish_trial(self.trial)
             except StoreError as err:  # found damaged mid-session: say so, no INTERNALERROR

@@ -30,6 +30,8 @@ from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.options import AgentChoice, FailOn, Settings
 from pytest_skillcourt.quarantine import QuarantineEntry
 from pytest_skillcourt.records import ANSWERED, RunRecord
+from pytest_skillcourt.report.junit import HEADER as JUNIT_HEADER
+from pytest_skillcourt.report.junit import read_block
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
 from tests.support.llm_server import RecordedRequest, Reply, ToolCall, turn
@@ -227,11 +229,16 @@ def hurting_model(skill: str = "house-format") -> Callable[[RecordedRequest], Re
 
 
 def junit_properties(xml_path: Path) -> dict[str, dict[str, str]]:
-    """testcase name (classname::name) -> its properties."""
+    """testcase name (classname::name) -> its properties: the court's lines in its
+    ``<system-out>`` (the default) or its ``<property>`` elements (``--skill-court-junit-properties``)."""
     out: dict[str, dict[str, str]] = {}
     for case in ET.parse(xml_path).getroot().iter("testcase"):
         key = case.get("name", "")
-        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        props: dict[str, str] = {}
+        for system_out in case.findall("system-out"):
+            if (system_out.text or "").startswith(JUNIT_HEADER):
+                props.update(read_block(system_out.text or ""))
+        props.update({p.get("name", ""): p.get("value", "") for p in case.iter("property")})
         status = "passed"
         for tag in ("failure", "error", "skipped"):
             if case.find(tag) is not None:
