@@ -136,6 +136,17 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def _json(data: Any) -> None:
+    """The one JSON document of a ``--json`` command on stdout."""
+    _out(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _json_option(parser: argparse.ArgumentParser, shape: str) -> None:
+    """``--json``: the same information as the text, as one JSON document ``shape``."""
+    parser.add_argument("--json", dest="as_json", action="store_true",
+                        help=f"print {shape} as JSON (exit status unchanged)")
+
+
 # -- init -------------------------------------------------------------------------
 
 
@@ -254,6 +265,10 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     """Hide a skill from a model (or every model) by hand."""
     path = quarantine_path(args)
     entry = quarantine(path, args.skill, model=args.model, reason=args.reason)
+    if args.as_json:
+        _json({"quarantine": str(path), "entry": entry.to_dict(),
+               "undo": f"{_prog(args)} release {shlex.quote(entry.skill)} --model {shlex.quote(entry.model)}"})
+        return EXIT_OK
     _out(f"Quarantined {entry.skill!r} for {_who(entry.model)} (set by hand) in {path}.")
     _out("Hermes with the skill-court plugin stops showing it from its next request on; no trial will lift this entry.")
     _out(f"Undo: {_prog(args)} release {shlex.quote(entry.skill)} --model {shlex.quote(entry.model)}")
@@ -283,6 +298,7 @@ def _parser_quarantine(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reason", metavar="TEXT", default="set by hand",
                         help="why; the agent is told this when it asks for the skill (default: 'set by hand')")
+    _json_option(parser, '{"quarantine": PATH, "entry": {...}, "undo": COMMAND}')
     parser.set_defaults(court_handler=cmd_quarantine)
 
 
@@ -293,6 +309,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     """Bring a skill back: remove its entries (for one model, or all)."""
     path = quarantine_path(args)
     removed = release(path, args.skill, model=args.model)
+    if args.as_json:
+        _json({"quarantine": str(path), "released": [e.to_dict() for e in removed],
+               "still_quarantined": [e.to_dict() for e in read_entries(path) if e.skill == args.skill.strip()]})
+        return EXIT_OK if removed else EXIT_NO_MATCH
     if not removed:
         scope = f" for {_who(args.model)}" if args.model else ""
         _err(f"{_prog(args)}: {args.skill!r} is not quarantined{scope} in {path}; nothing was changed.")
@@ -328,6 +348,7 @@ def _parser_release(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("skill", metavar="SKILL", help="the skill's name, as listed by `list`")
     parser.add_argument("--model", metavar="M", default=None,
                         help="release only the entry for model M ('*' = the every-model entry); default: all entries")
+    _json_option(parser, '{"quarantine": PATH, "released": [...], "still_quarantined": [...]}')
     parser.set_defaults(court_handler=cmd_release)
 
 
@@ -454,6 +475,91 @@ def _parser_report(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(court_handler=cmd_report)
 
 
+# -- prune -------------------------------------------------------------------------
+
+
+def _day(text: str) -> str:
+    """``--before``: a date ``YYYY-MM-DD``."""
+    import datetime
+
+    try:
+        if len(text) != 10:
+            raise ValueError
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD (e.g. 2026-11-01), got {text!r}") from None
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Remove old trials from the store, keeping what the newest verdicts, quarantine and appeals need."""
+    from pytest_skillcourt.store import Store, StoreError
+
+    if args.keep is None and args.before is None:
+        _err(f"{_prog(args)} prune: say what to keep: --keep N (the N newest trials) and/or "
+             "--before YYYY-MM-DD (remove trials started before that day)")
+        return EXIT_USAGE
+    path = _store_path(args)
+    if not path.is_file():
+        _err(f"{_prog(args)} prune: no store at {path}: pass --store PATH")
+        return EXIT_USAGE
+    qfile = quarantine_path(args)
+    protect: dict[str, list[str]] = {}
+    for entry in read_entries(qfile):
+        if entry.set_by == "trial" and entry.trial:
+            protect.setdefault(entry.trial, []).append(
+                f"quarantine entry of {entry.skill} for {_who(entry.model)} in {qfile}")
+    try:
+        store = Store(path)
+        try:
+            result = store.prune(keep=args.keep, before=args.before, protect=protect, dry_run=args.dry_run)
+        finally:
+            store.close()
+    except StoreError as err:
+        _err(f"{_prog(args)} prune: {err}")
+        return EXIT_USAGE
+    if args.as_json:
+        _json({"store": str(path), "dry_run": args.dry_run, **result.to_dict()})
+        return EXIT_OK
+    verb = "Would remove" if args.dry_run else "Removed"
+    rows = ", ".join(f"{n} {table}" for table, n in result.rows.items() if n)
+    _out(f"{verb} {len(result.removed)} trial{'s' if len(result.removed) != 1 else ''} from {path}"
+         + (f" ({rows})" if rows else "") + ".")
+    for trial in result.removed:
+        _out(f"  {'would remove' if args.dry_run else 'removed'} {trial}")
+    for trial, reasons in result.protected.items():
+        _out(f"  kept {trial}: {'; '.join(reasons)}")
+    if not args.dry_run and result.removed:
+        _out(f"Store {result.bytes_before:,} bytes -> {result.bytes_after:,} bytes.")
+    return EXIT_OK
+
+
+@subcommand("prune")
+def _parser_prune(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "prune",
+        parents=[common],
+        help="remove old trials from the store",
+        description=_wrap(
+            "Remove old trials from the store: those not among the --keep N newest and/or started "
+            "before --before YYYY-MM-DD (with both, a trial goes only when both say so). Never "
+            "removed: the trial of the newest verdict of each skill on each model, the trial a "
+            "quarantine entry was set by, and the trials of appeals; the output says which were "
+            "kept and why. Runs that no kept trial uses go with them (a later session runs them "
+            "again); the runs of kept trials stay cached. One transaction, then the file is "
+            "compacted (VACUUM)."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--store", metavar="PATH", help=_STORE_HELP)
+    parser.add_argument("--keep", metavar="N", type=_whole(0), default=None, help="keep the N newest trials")
+    parser.add_argument("--before", metavar="YYYY-MM-DD", type=_day, default=None,
+                        help="remove trials started before this day (UTC)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    _json_option(parser, '{"store": PATH, "removed": [...], "protected": {TRIAL: [why]}, "rows": {...}, ...}')
+    parser.set_defaults(court_handler=cmd_prune)
+
+
 # -- merge -------------------------------------------------------------------------
 
 
@@ -463,6 +569,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_skillcourt.report.terminal import format_table
 
     result = merge_stores([Path(p) for p in args.stores], Path(args.output), force=args.force)
+    fails = {"hurts": (VerdictKind.HURTS,), "inconclusive": (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE),
+             "never": ()}[args.fail_on]
+    status = EXIT_HURTS if any(m.verdict.kind in fails for m in result.verdicts) else EXIT_OK
+    if args.as_json:
+        _json({"output": str(result.output), "trial": result.trial, "inputs": [str(p) for p in result.inputs],
+               "copied": result.copied, "warnings": result.warnings,
+               "verdicts": [{"skill": m.skill, "model": m.model, "suite": m.suite, "from_trial": m.source_trial,
+                             "verdict": m.verdict.to_dict(), "cause": (m.data.get("cause") or {}).get("cause")}
+                            for m in result.verdicts]})
+        return status
     copied = ", ".join(f"{n} {table}" for table, n in result.copied.items() if n)
     _out(f"Merged {len(result.inputs)} store(s) into {result.output} ({copied or 'no rows'}); "
          f"merge trial {result.trial}.")
@@ -485,9 +601,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 _out(f"  cause: {cause['cause']}")
     for warning in result.warnings:
         _err(f"{_prog(args)} merge: {warning}")
-    fails = {"hurts": (VerdictKind.HURTS,), "inconclusive": (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE),
-             "never": ()}[args.fail_on]
-    return EXIT_HURTS if any(m.verdict.kind in fails for m in result.verdicts) else EXIT_OK
+    return status
 
 
 @subcommand("merge")
@@ -511,6 +625,7 @@ def _parser_merge(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace OUT when it exists")
     parser.add_argument("--fail-on", choices=("hurts", "inconclusive", "never"), default="hurts",
                         help="verdicts that make the exit status 3 (default hurts)")
+    _json_option(parser, '{"output": PATH, "trial": ID, "copied": {...}, "verdicts": [...], "warnings": [...]}')
     parser.set_defaults(court_handler=cmd_merge)
 
 
@@ -737,6 +852,12 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
                                        task_id=args.id, prog=_prog(args))
     except (task_commands.TaskError, LayoutError) as exc:
         return _task_error(args, exc)
+    if getattr(args, "as_json", False):
+        _json({"skill": added.skill, "id": added.task_id, "suite": str(added.path), "created": added.created,
+               "kept_layout": added.kept_layout, "tasks": added.total,
+               "scored_by": "check" if args.check else "judge",
+               "next": f"{_prog(args)} trial {shlex.quote(added.skill)}"})
+        return EXIT_OK
     made = "made " if added.created else ""
     scored = "its check" if args.check else "the judge (no --check)"
     _out(f"Added task {added.task_id!r} to {added.skill}'s suite, {made}{added.path} "
@@ -787,6 +908,12 @@ def cmd_tasks_rm(args: argparse.Namespace) -> int:
         removed = task_commands.remove_task(layout, args.id, skill=args.skill)
     except (task_commands.TaskError, LayoutError) as exc:
         return _task_error(args, exc)
+    if getattr(args, "as_json", False):
+        _json({"removed": None if removed is None else {
+            "skill": removed.skill, "id": removed.task_id, "prompt": removed.prompt, "suite": str(removed.path),
+            "deleted_file": removed.deleted_file, "kept_layout": removed.kept_layout}})
+        if removed is not None:
+            return EXIT_OK
     if removed is None:
         scope = f" of {args.skill}" if args.skill else ""
         _err(f"{_prog(args)} tasks rm: no task {args.id!r}{scope} in {layout.suites_dir}; nothing was changed. "
@@ -835,6 +962,7 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     add.add_argument("--id", metavar="ID", default=None,
                      help="the task's id (letters, digits, _ . -; default task-001, task-002, ...)")
     _library_options(add)
+    _json_option(add, '{"skill": S, "id": ID, "suite": PATH, "created": BOOL, "tasks": N, ...}')
     add.set_defaults(court_handler=cmd_tasks_add)
 
     show = tasks.add_parser(
@@ -858,6 +986,7 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     rm.add_argument("--skill", metavar="SKILL", default=None,
                     help="the skill whose suite holds ID (needed when several suites use the id)")
     _library_options(rm)
+    _json_option(rm, '{"removed": {"skill": S, "id": ID, "suite": PATH, "deleted_file": BOOL, ...} or null}')
     rm.set_defaults(court_handler=cmd_tasks_rm)
 
     mine.add_parser(tasks, parents=[common])
@@ -892,7 +1021,7 @@ def _appeal_quarantine(args: argparse.Namespace, rootdir: str | None) -> Path:
 
 def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
     def confirm(diff: str) -> bool:
-        _out(diff.rstrip("\n"))
+        (_err if getattr(args, "as_json", False) else _out)(diff.rstrip("\n"))  # --json: stdout is the document
         if args.yes:
             return True
         if not sys.stdin.isatty():
@@ -926,6 +1055,9 @@ def cmd_appeal(args: argparse.Namespace) -> int:
         if action is None:
             return _appeal_make(args, store, skill)
         found = ap.select_appeal(store, skill, args.model, args.appeal)
+        if action == "show" and args.as_json:
+            _json({"appeal": {k: v for k, v in found.items() if not isinstance(v, bytes)}})
+            return EXIT_OK
         if action == "show":
             for line in ap.describe(found):
                 _out(line)
@@ -936,6 +1068,12 @@ def cmd_appeal(args: argparse.Namespace) -> int:
         if action == "apply":
             qfile = _appeal_quarantine(args, rootdir)
             lifted = ap.apply_appeal(store, found, quarantine=qfile, confirm=_confirm(args))
+            if args.as_json:
+                _json({"applied": found["id"], "skill_md": found["skill_md"], "quarantine": str(qfile),
+                       "lifted": [e.to_dict() for e in lifted],
+                       "undo": f"{_prog(args)} appeal undo {shlex.quote(skill)} --model {shlex.quote(args.model)} "
+                               f"--appeal {found['id']}"})
+                return EXIT_OK
             _out(f"Applied appeal {found['id']}: {found['skill_md']} now holds the draft.")
             for entry in lifted:
                 _out(f"Lifted the quarantine of {entry.skill} for model {entry.model} (set by trial) in {qfile}.")
@@ -947,6 +1085,10 @@ def cmd_appeal(args: argparse.Namespace) -> int:
         qfile = Path(args.quarantine).expanduser() if getattr(args, "quarantine", None) else Path(
             found["data"].get("quarantine") or _appeal_quarantine(args, rootdir))
         back = ap.undo_appeal(store, found, quarantine=qfile)
+        if args.as_json:
+            _json({"undone": found["id"], "skill_md": found["skill_md"], "quarantine": str(qfile),
+                   "quarantined_again": [e.to_dict() for e in back]})
+            return EXIT_OK
         _out(f"Undid appeal {found['id']}: {found['skill_md']} holds the original bytes again.")
         for entry in back:
             _out(f"Quarantined {entry.skill} for model {entry.model} again in {qfile}.")
@@ -978,7 +1120,12 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
             raise ap.AppealError(f"judge model: {err} (pass --base-url or --judge-model)") from None
 
     result = ap.make_appeal(store, skill, args.model, client_for=client_for, judge_model=args.judge_model,
-                            base_url=for_trial, pytest_args=pytest_args, say=_out)
+                            base_url=for_trial, pytest_args=pytest_args, say=_err if args.as_json else _out)
+    if args.as_json:
+        _json({"appeal": result.appeal_id, "skill": skill, "model": row["model"], "decision": result.decision,
+               "reason": result.reason, "diff": result.diff, "draft_trial": result.draft_trial,
+               "draft_verdict": result.draft_verdict, "problems": result.problems})
+        return EXIT_OK if result.decision == ap.GRANTED else EXIT_NO_MATCH
     _out(f"Appeal {result.appeal_id} of {skill} on {row['model']}: {result.decision.upper()}")
     _out(f"  {result.reason}")
     _out()
@@ -1033,6 +1180,7 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--appeal", metavar="ID", type=int, default=None,
                         help="show/apply/undo this appeal (default: the newest of SKILL on M)")
     parser.add_argument("--yes", action="store_true", help="apply without asking")
+    _json_option(parser, "the appeal made, shown, applied or undone (the diff it shows goes to stderr)")
     parser.set_defaults(court_handler=cmd_appeal, pytest_tail=[])
 
 
@@ -1052,6 +1200,10 @@ def cmd_hermes_install(args: argparse.Namespace) -> int:
     except InstallError as exc:
         _err(f"{_prog(args)} hermes install: {exc}")
         return EXIT_USAGE
+    if getattr(args, "as_json", False):
+        _json({"plugin_dir": str(result.plugin_dir), "config": str(result.config), "written": result.written,
+               "enabled_now": result.enabled_now, "hidden": result.hidden, "restart_needed": True})
+        return EXIT_OK
     files = ", ".join(result.written) if result.written else "already up to date"
     _out(f"Skill Court tab in {result.plugin_dir}: {files}.")
     _out(f"Plugin 'skill-court' {'enabled now' if result.enabled_now else 'already enabled'} in {result.config}.")
@@ -1076,6 +1228,7 @@ def _parser_hermes(sub: Any, common: argparse.ArgumentParser) -> None:
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     inst.add_argument("--hermes-home", metavar="DIR", type=Path, default=None,
                       help="the Hermes home (profile) to install into (default: $HERMES_HOME, else ~/.hermes)")
+    _json_option(inst, '{"plugin_dir": PATH, "config": PATH, "written": [...], "enabled_now": BOOL, ...}')
     inst.set_defaults(court_handler=cmd_hermes_install)
     parser.set_defaults(court_handler=None, court_parser=parser)
 

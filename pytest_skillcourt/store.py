@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -575,3 +576,74 @@ class Store:
             if data is not None:
                 db.execute("UPDATE appeals SET data = ? WHERE id = ?",
                            (json.dumps(data, ensure_ascii=False), appeal_id))
+
+    # -- pruning --------------------------------------------------------------
+
+    def prune(self, *, keep: int | None = None, before: str | None = None,
+              protect: dict[str, list[str]] | None = None, dry_run: bool = False) -> Pruned:
+        """Remove old trials (``skill-court prune``, README "Store, cache and budget").
+
+        A trial goes when it is not among the ``keep`` newest and (when given) it
+        started before the day ``before`` (``YYYY-MM-DD``); with only one of the
+        two, that one decides.  Never removed: the trial of the newest verdict of
+        each skill (and suite) on each model, a trial an appeal was made against or
+        tried its draft in, and those in ``protect`` (trial -> why, e.g. a
+        quarantine entry).  With a trial go its verdicts and its list of runs;
+        runs no kept trial lists, and the judgments of those runs, go too (causes
+        and the quarantine history stay: small, and the history is a record).  One
+        transaction, then ``VACUUM`` so the file shrinks.
+        """
+        if keep is None and before is None:
+            raise ValueError("prune: give keep or before")
+        trials = [(r[0], r[1]) for r in self._db.execute(
+            "SELECT trial, started_at FROM trials ORDER BY started_at DESC, trial DESC")]
+        why: dict[str, list[str]] = {t: list(r) for t, r in (protect or {}).items()}
+        for by in ("skill", "suite"):
+            for v in self.latest_verdicts(by=by):
+                why.setdefault(v["trial"], [])
+                reason = f"newest verdict of {v['skill']} on {v['model']}"
+                if reason not in why[v["trial"]]:
+                    why[v["trial"]].append(reason)
+        for a in self.all_appeals():
+            why.setdefault(a["verdict_trial"], []).append(f"appeal {a['id']} of {a['skill']} (its verdict)")
+            if a["draft_trial"]:
+                why.setdefault(a["draft_trial"], []).append(f"appeal {a['id']} of {a['skill']} (its draft's trial)")
+        old = {t for i, (t, started) in enumerate(trials)
+               if (keep is None or i >= keep) and (before is None or (started or "") < before)}
+        oldest_first = [t for t, _ in reversed(trials)]
+        removed = [t for t in oldest_first if t in old and t not in why]
+        kept = {t: why[t] for t in oldest_first if t in old and t in why}
+        size = self.path.stat().st_size if self.path.exists() else 0
+        result = Pruned(removed=removed, protected=kept, bytes_before=size, bytes_after=size)
+        if dry_run or not removed:
+            return result
+        marks = ",".join("?" * len(removed))
+        with self._write() as db:
+            for table in ("trial_runs", "verdicts", "trials"):
+                result.rows[table] = db.execute(f"DELETE FROM {table} WHERE trial IN ({marks})", removed).rowcount
+            gone = "run_id NOT IN (SELECT run_id FROM trial_runs)"
+            result.rows["judgments"] = db.execute(
+                f"DELETE FROM judgments WHERE with_run IN (SELECT run_id FROM runs WHERE {gone}) "
+                f"OR without_run IN (SELECT run_id FROM runs WHERE {gone})").rowcount
+            result.rows["runs"] = db.execute(f"DELETE FROM runs WHERE {gone}").rowcount
+        self._db.execute("VACUUM")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        result.bytes_after = self.path.stat().st_size
+        return result
+
+
+@dataclass
+class Pruned:
+    """What :meth:`Store.prune` removed (or, with ``dry_run``, would remove)."""
+
+    removed: list[str]
+    #: old trials kept, each with why
+    protected: dict[str, list[str]]
+    bytes_before: int
+    bytes_after: int
+    #: table -> rows deleted
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"removed": self.removed, "protected": self.protected, "rows": self.rows,
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}

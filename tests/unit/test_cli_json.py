@@ -1,0 +1,121 @@
+"""``--json`` on the CLI commands that print data: one JSON document on stdout with the
+information of the text, and the text's exit status (README "Quarantine and the Hermes Agent plugin")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_skillcourt.cli import main
+from pytest_skillcourt.quarantine import read_entries
+from pytest_skillcourt.store import Store
+from tests.support.builders import run_record, write_skill
+
+
+@pytest.fixture
+def qfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    return tmp_path / "q.json"
+
+
+def document(capsys: pytest.CaptureFixture[str]) -> Any:
+    """stdout as one JSON document (fails when anything else was printed there)."""
+    return json.loads(capsys.readouterr().out)
+
+
+def test_quarantine_json(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--quarantine", str(qfile), "quarantine", "house-format", "--model", "gpt-x",
+                 "--reason", "it rounds", "--json"]) == 0
+    doc = document(capsys)
+    assert doc["quarantine"] == str(qfile) and doc["undo"] == "skill-court release house-format --model gpt-x"
+    assert doc["entry"] == read_entries(qfile)[0].to_dict() and doc["entry"]["reason"] == "it rounds"
+
+
+def test_release_json_and_its_exit_statuses(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for model in ("gpt-x", "gpt-y"):
+        assert main(["--quarantine", str(qfile), "quarantine", "house-format", "--model", model]) == 0
+    capsys.readouterr()
+    assert main(["--quarantine", str(qfile), "release", "house-format", "--model", "gpt-z", "--json"]) == 1
+    doc = document(capsys)
+    assert doc["released"] == [] and [e["model"] for e in doc["still_quarantined"]] == ["gpt-x", "gpt-y"]
+    assert main(["--quarantine", str(qfile), "release", "house-format", "--model", "gpt-x", "--json"]) == 0
+    doc = document(capsys)
+    assert [e["model"] for e in doc["released"]] == ["gpt-x"] and doc["released"][0]["set_by"] == "hand"
+    assert [e["model"] for e in doc["still_quarantined"]] == ["gpt-y"]
+
+
+def shard(path: Path, trial: str, with_ok: bool) -> None:
+    """A shard store holding one verdict's target and its runs (3 tasks, both arms)."""
+    store = Store(path)
+    store.start_trial(trial, rootdir=str(path.parent), argv=[], skills_dir=str(path.parent / "skills"))
+    for t in ("a", "b", "c"):
+        for arm, ok in (("with", with_ok), ("without", True)):
+            store.record_run(run_record(f"{trial}-{t}-{arm}", f"k-{t}-{arm}", trial=trial, task=t, arm=arm,
+                                        outcome=ok), trial=trial, cached=False)
+    store.record_verdict(trial=trial, skill="s", model="custom/m", suite="skills_tests/s.yaml", skill_hash="h",
+                         suite_hash="q", kind="INCONCLUSIVE", data={"first_tasks": []})
+    store.close()
+
+
+def test_merge_json_keeps_the_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(tmp_path / "a.db", "t-a", with_ok=False)
+    out = tmp_path / "out.db"
+    status = main(["merge", str(tmp_path / "a.db"), "-o", str(out), "--json"])
+    doc = document(capsys)
+    text_status = main(["merge", str(tmp_path / "a.db"), "-o", str(tmp_path / "text.db")])
+    text = capsys.readouterr().out
+    assert status == text_status == 3  # a HURTS fails the merge in both forms
+    assert doc["output"] == str(out) and doc["inputs"] == [str(tmp_path / "a.db")] and doc["copied"]["runs"] == 6
+    assert doc["trial"].startswith("merge-") and "merge trial merge-" in text
+    [verdict] = doc["verdicts"]
+    assert verdict["skill"] == "s" and verdict["model"] == "custom/m" and verdict["from_trial"] == "t-a"
+    assert verdict["verdict"]["kind"] == "HURTS" and verdict["verdict"]["line"] in text
+
+
+def test_tasks_add_and_rm_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    skills = tmp_path / "skills"
+    write_skill(skills, "house-format", "How we format totals")
+    assert main(["tasks", "add", "house-format", "--skills", str(skills), "--prompt", "Give the total.",
+                 "--check", "true", "--id", "t1", "--json"]) == 0
+    added = document(capsys)
+    suite = tmp_path / "skills_tests" / "house-format.yaml"
+    assert added == {"skill": "house-format", "id": "t1", "suite": str(suite), "created": True,
+                     "kept_layout": added["kept_layout"], "tasks": 1, "scored_by": "check",
+                     "next": "skill-court trial house-format"}
+    assert main(["tasks", "rm", "nope", "--skills", str(skills), "--json"]) == 1
+    assert document(capsys) == {"removed": None}
+    assert main(["tasks", "rm", "t1", "--skills", str(skills), "--json"]) == 0
+    removed = document(capsys)["removed"]
+    assert removed["id"] == "t1" and removed["prompt"] == "Give the total." and removed["deleted_file"] is True
+    assert not suite.exists()
+
+
+def test_hermes_install_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "hermes"
+    home.mkdir()
+    assert main(["hermes", "install", "--hermes-home", str(home), "--json"]) == 0
+    first = document(capsys)
+    assert first["enabled_now"] is True and first["written"] and first["config"] == str(home / "config.yaml")
+    assert Path(first["plugin_dir"]).is_dir()
+    assert main(["hermes", "install", "--hermes-home", str(home), "--json"]) == 0
+    again = document(capsys)
+    assert again["written"] == [] and again["enabled_now"] is False
+
+
+def test_appeal_show_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "court.db"
+    store = Store(db)
+    appeal_id = store.record_appeal(skill="s", model="custom/m", verdict_id=1, verdict_trial="t-1",
+                                    skill_md=str(tmp_path / "SKILL.md"), original=b"old\n", draft=b"new\n",
+                                    diff="-old\n+new\n", decision="granted", reason="it no longer hurts",
+                                    draft_trial="t-2", draft_verdict="NEUTRAL", data={"cause": {"cause": "c"}})
+    store.close()
+    assert main(["appeal", "show", "s", "--model", "m", "--store", str(db), "--json"]) == 0
+    shown = document(capsys)["appeal"]
+    assert shown["id"] == appeal_id and shown["decision"] == "granted" and shown["diff"] == "-old\n+new\n"
+    assert shown["draft_verdict"] == "NEUTRAL" and "original" not in shown and "draft" not in shown
+    assert main(["appeal", "show", "s", "--model", "other", "--store", str(db), "--json"]) == 2
+    assert capsys.readouterr().out == ""  # refused: the reason on stderr, nothing on stdout
