@@ -1,0 +1,420 @@
+"""Harness benchmarks (README "Benchmarks"): per-run cost against inspect_ai, concurrency
+for slow models, libraries of thousands of skills, a cached re-run under ``-n 2``.
+
+    python bench/perf_bench.py [--tiny] [--only harness,concurrency,scale,workers]
+                               [--runs 200] [--sizes 200,2000,10000] [--no-docker]
+
+Every section prints rows of (benchmark, goal, measured, met).  The model is the local
+test server (tests/support/llm_server.py) scripted per request: a first reply that runs
+one shell command through the agent's shell tool, then the answer, so every run makes 2
+model calls and 1 exec whichever harness drives it.
+
+- harness: ``pytest --skill-court`` (the built-in agent; bubblewrap and Docker) and
+  inspect_ai (pinned ``INSPECT_VERSION``, installed by this script into
+  ``bench/.venv-inspect`` from PyPI; its ``local`` sandbox, which does not isolate) on the
+  same R runs, sequentially and 8 at once (``--skill-court-concurrency 8`` /
+  ``--max-samples 8``).  Per-run wall and CPU (this process's children: the harness and
+  its sandboxes) are the difference between R runs and a small session, divided by the
+  difference in runs, so start-up is not counted.  Ours is also shown with the bare
+  sandbox cost subtracted (2 sandboxes per run: the agent's and the check room's; each
+  measured alone as create + one exec + remove), which is the harness compared.
+- concurrency: 1 s per model reply; runs per second at ``--skill-court-concurrency 8``
+  against 1 (the fixed cost, a fully cached re-run of the same session, subtracted).
+- scale: generated libraries of N skills x 6 tasks: ``--co`` time, a fully cached
+  session's time (the store filled beforehand by a session whose runs are recorded
+  without a sandbox or model: only the cached session is measured), peak RSS.
+- workers: bench/cache_bench.py with ``-n 2`` (a cached re-run against the first run).
+
+``--tiny`` runs every section at a size of seconds (tests/e2e/test_bench_tiny.py): the
+numbers then mean nothing, the point is that each benchmark still runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.builders import ini, question_number, task, write_skill, write_suite
+from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
+
+#: inspect_ai as compared (PyPI), in its own venv so it never meets this project's packages.
+INSPECT_VERSION = "0.3.285"
+INSPECT_VENV = ROOT / "bench" / ".venv-inspect"
+TASKS_PER_SKILL = 6
+
+
+@dataclass
+class Row:
+    """One line of a table: what, the goal, what was measured, whether it was met."""
+
+    bench: str
+    goal: str
+    measured: str
+    met: bool | None  # None: no goal on this row (a reference figure)
+
+
+def scripted(delay: float = 0.0) -> Callable[[RecordedRequest], Reply]:
+    """Turn 0: one shell command through the offered shell tool; then ``TOTAL-N``."""
+
+    def handler(request: RecordedRequest) -> Reply:
+        if delay:
+            time.sleep(delay)
+        names = request.tool_names()
+        if turn(request) == 0 and names:
+            if "terminal" in names:
+                return Reply(tool_calls=(ToolCall("terminal", {"command": "echo hi"}),),
+                             input_tokens=100, output_tokens=20)
+            if "bash" in names:
+                return Reply(tool_calls=(ToolCall("bash", {"cmd": "echo hi"}),), input_tokens=100, output_tokens=20)
+        return Reply(content=f"TOTAL-{question_number(request)}", input_tokens=100, output_tokens=20)
+
+    return handler
+
+
+def timed(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
+          check: bool = True) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall s, CPU s of the child and its children, the finished process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    proc = subprocess.run(list(argv), check=False, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if check and proc.returncode not in (0, 1):
+        sys.exit(f"{' '.join(argv[:6])}... failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc
+
+
+def court_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def court(root: Path, *args: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    argv = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
+            "--skill-court-fail-on", "never", "--skill-court-no-early-stop", *args]
+    return timed(argv, root, court_env())
+
+
+def one_skill(root: Path, base_url: str, tasks: int, backend: str, image: str = "") -> Path:
+    """A project of one skill whose suite has ``tasks`` checked tasks (2 runs each)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    write_skill(root / "skills", "house-format", "How we format totals")
+    write_suite(root, "house-format", [task(f"t{i}", f"Question {i}: give the total.",
+                                            f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"')
+                                       for i in range(1, tasks + 1)])
+    (root / "pytest.ini").write_text(ini(base_url, sandbox=backend, image=image or None, timeout=120)
+                                     + "skill_court_tasks = 100000\n")
+    return root
+
+
+# -- harness cost ----------------------------------------------------------------------
+
+
+def bare_sandbox_s(backend: str, image: str, n: int) -> float:
+    """Seconds of one bare sandbox: create, one exec, remove (mean of ``n``)."""
+    from pytest_skillcourt.sandbox import open_sandbox
+    from pytest_skillcourt.sandbox.base import SandboxSpec
+
+    spec = SandboxSpec(image=image or None, labels={"skillcourt.bench": "1"})
+    start = time.monotonic()
+    for _ in range(n):
+        with open_sandbox(backend, spec) as box:
+            box.exec("true", timeout=30)
+    return (time.monotonic() - start) / n
+
+
+def ours_per_run(work: Path, server: LLMServer, backend: str, image: str, runs: int,
+                 concurrency: int) -> tuple[float, float]:
+    """(wall s, CPU s) per run of ours: ``runs`` runs against 2, fresh, the difference."""
+    extra = ["--skill-court-fresh"] + (["--skill-court-concurrency", str(concurrency)] if concurrency > 1 else [])
+    small = one_skill(work / "small", server.base_url, 1, backend, image)
+    big = one_skill(work / "big", server.base_url, runs // 2, backend, image)
+    w1, c1, _ = court(small, *extra)
+    w2, c2, proc = court(big, *extra)
+    if f"{runs // 2 * 2} passed" not in proc.stdout and f"{runs // 2 * 2 + 1} passed" not in proc.stdout:
+        sys.exit(f"our session did not pass every run:\n{proc.stdout[-2000:]}")
+    n = runs // 2 * 2 - 2
+    return (w2 - w1) / n, (c2 - c1) / n
+
+
+INSPECT_TASK = '''
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import includes
+from inspect_ai.solver import generate, use_tools
+from inspect_ai.tool import bash
+
+
+@task
+def bench(samples: int = 1):
+    return Task(dataset=[Sample(input=f"Question {i}: give the total.", target=f"TOTAL-{i}")
+                         for i in range(1, int(samples) + 1)],
+                solver=[use_tools(bash(timeout=60)), generate()], scorer=includes(), sandbox="local")
+'''
+
+
+def inspect_python() -> Path | None:
+    """The venv's python with inspect_ai ``INSPECT_VERSION``, installing it when missing;
+    None (and why, on stderr) when PyPI cannot be reached."""
+    py = INSPECT_VENV / "bin" / "python"
+    probe = [str(py), "-c", f"import inspect_ai, sys; sys.exit(inspect_ai.__version__ != {INSPECT_VERSION!r})"]
+    if py.exists() and subprocess.run(probe, check=False, capture_output=True).returncode == 0:
+        return py
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(INSPECT_VENV)], check=True)
+    done = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           f"inspect_ai=={INSPECT_VERSION}", "openai"], check=False, capture_output=True, text=True)
+    if done.returncode != 0 or subprocess.run(probe, check=False, capture_output=True).returncode != 0:
+        print(f"inspect_ai {INSPECT_VERSION} could not be installed: {done.stderr[-800:]}", file=sys.stderr)
+        return None
+    return py
+
+
+def inspect_per_sample(py: Path, work: Path, server: LLMServer, runs: int, concurrency: int) -> tuple[float, float]:
+    """(wall s, CPU s) per sample of inspect_ai: ``runs`` samples against 1, the difference."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "bench_task.py").write_text(INSPECT_TASK)
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+           "INSPECT_LOG_DIR": str(work / "logs"), "INSPECT_DISPLAY": "none"}
+
+    def session(samples: int) -> tuple[float, float]:
+        argv = [str(py), "-m", "inspect_ai", "eval", "bench_task.py", "--model", "openai/test-model",
+                "-T", f"samples={samples}", "--max-samples", str(concurrency),
+                "--max-connections", str(max(concurrency, 1)), "--display", "none"]
+        wall, cpu, proc = timed(argv, work, env, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"inspect eval failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        return wall, cpu
+
+    w1, c1 = session(1)
+    w2, c2 = session(runs)
+    return (w2 - w1) / (runs - 1), (c2 - c1) / (runs - 1)
+
+
+def harness(work: Path, runs: int, docker: bool, inspect: bool = True) -> list[Row]:
+    from pytest_skillcourt.sandbox import resolve_backend
+
+    rows: list[Row] = []
+    backends: list[tuple[str, str]] = [("local", "")]
+    if docker:
+        try:
+            resolve_backend("docker")
+            from tests.support.sandbox_image import ensure_test_image
+
+            backends.append(("docker", ensure_test_image()))
+        except Exception as err:  # noqa: BLE001 - the row says why it is missing
+            rows.append(Row("harness on docker", "-", f"not measured: {err}", None))
+    py = inspect_python() if inspect else None
+    with LLMServer(scripted()) as server:
+        theirs: dict[int, tuple[float, float]] = {}
+        if py is not None:
+            for c in (1, 8):
+                theirs[c] = inspect_per_sample(py, work / f"inspect-{c}", server, runs, c)
+                rows.append(Row(f"inspect_ai {INSPECT_VERSION} local sandbox, {runs} samples, {c} at once",
+                                "reference", f"{1000 * theirs[c][0]:.0f} ms wall, {1000 * theirs[c][1]:.0f} ms CPU "
+                                "per sample", None))
+        else:
+            rows.append(Row("inspect_ai", "reference", "not measured: " + (
+                "not installable here (PyPI)" if inspect else "--no-inspect"), None))
+        for backend, image in backends:
+            bare = bare_sandbox_s(backend, image, max(3, min(20, runs // 10)))
+            rows.append(Row(f"bare {backend} sandbox (create + exec + remove)", "reference",
+                            f"{1000 * bare:.0f} ms", None))
+            for c in (1, 8):
+                wall, cpu = ours_per_run(work / f"ours-{backend}-{c}", server, backend, image, runs, c)
+                harness_s = wall - 2 * bare / min(c, os.cpu_count() or 1)  # sandboxes overlap on the cores
+                line = f"{1000 * wall:.0f} ms wall, {1000 * cpu:.0f} ms CPU per run; less 2 sandboxes: {1000 * harness_s:.0f} ms"
+                met: bool | None = None
+                goal = "-"
+                if c in theirs and theirs[c][0] > 0:
+                    ratio = harness_s / theirs[c][0]
+                    line += f"; {ratio:.2f}x inspect_ai's {1000 * theirs[c][0]:.0f} ms"
+                    goal, met = "harness <= 0.6x inspect_ai", ratio <= 0.6
+                rows.append(Row(f"ours, {backend}, {runs} runs, {c} at once", goal, line, met))
+    return rows
+
+
+# -- concurrency -----------------------------------------------------------------------
+
+
+def concurrency(work: Path, runs: int) -> list[Row]:
+    with LLMServer(scripted(delay=1.0)) as server:
+        root = one_skill(work / "slow", server.base_url, runs // 2, "local")
+        walls: dict[int, float] = {}
+        for c in (1, 8):
+            wall, _, _ = court(root, "--skill-court-fresh", "--skill-court-concurrency", str(c))
+            cached, _, _ = court(root, "--skill-court-concurrency", str(c))
+            walls[c] = max(wall - cached, 1e-3)
+    n = runs // 2 * 2
+    gain = walls[1] / walls[8]
+    return [Row(f"{n} runs, 1 s per model reply (2 per run), 1 at once", "reference",
+                f"{walls[1]:.1f} s of runs, {n / walls[1]:.2f} runs/s", None),
+            Row(f"{n} runs, 1 s per model reply, --skill-court-concurrency 8", ">= 6x the throughput of 1",
+                f"{walls[8]:.1f} s of runs, {n / walls[8]:.2f} runs/s: {gain:.1f}x", gain >= 6)]
+
+
+# -- scale -------------------------------------------------------------------------------
+
+FILL_PLUGIN = '''
+"""Bench only: records each run without a sandbox or a model, to fill the store that the
+measured session then reads from its cache."""
+import pytest_skillcourt.session as session
+from pytest_skillcourt.records import ANSWERED, RunRecord
+from pytest_skillcourt.clock import utc_now
+from pytest_skillcourt.cache import in_reach
+
+
+def fake_run(ctx, *, run_id, key):
+    return RunRecord(run_id=run_id, cache_key=key, trial=ctx.trial, skill=ctx.suite.skill,
+                     suite=ctx.suite_rel, task_id=ctx.task.id, arm=ctx.arm, rep=ctx.rep,
+                     model=ctx.model.label, status=ANSWERED, runner="builtin", backend=ctx.backend,
+                     started_at=utc_now(), answer="TOTAL", outcome=True, outcome_source="check",
+                     input_tokens=100, output_tokens=20, api_calls=2, check_exit=0,
+                     cost_usd=0.0, priced=True, skills_in_reach=dict(in_reach(ctx)), loaded_skills={})
+
+
+session.execute_run = fake_run
+'''
+
+
+def library(root: Path, skills: int) -> Path:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for i in range(skills):
+        name = f"skill-{i:05d}"
+        write_skill(root / "skills", name, f"Tip number {i} for totals")
+        write_suite(root, name, [task(f"t{j}", f"{name} asks Question {j}: give the total.",
+                                      f'grep -qx "TOTAL-{j}" "$SKILL_COURT_ANSWER"')
+                                 for j in range(1, TASKS_PER_SKILL + 1)])
+    (root / "pytest.ini").write_text(ini("http://127.0.0.1:9/v1", sandbox="local"))
+    (root / "bench_fill.py").write_text(FILL_PLUGIN)
+    return root
+
+
+def peak_of(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, subprocess.CompletedProcess[str]]:
+    """(wall s, peak RSS in MB of the child, process): the child runs under a fresh wrapper,
+    so its peak is its own."""
+    wrapper = ("import resource, subprocess, sys, time; t = time.monotonic(); "
+               "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               "w = time.monotonic() - t; sys.stdout.write(p.stdout[-4000:]); "
+               "print('BENCH', w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", wrapper, *argv], check=False, cwd=cwd, env=env, capture_output=True, text=True)
+    last = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH ")]
+    if not last:
+        sys.exit(f"scale bench: no result:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    _, wall, rss, _code = last[-1].split()
+    return float(wall), int(rss) // 1024, proc
+
+
+def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
+    rows: list[Row] = []
+    base = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
+            "--skill-court-fail-on", "never", "--skill-court-allow-unpriced", "--skill-court-no-early-stop"]
+    points: list[tuple[int, float, float]] = []
+    for n in sizes:
+        root = library(work / f"lib-{n}", n)
+        env = {**court_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""}
+        co, co_rss, _ = peak_of([*base, "--co"], root, env)
+        subprocess.run([*base, "-p", "bench_fill"], cwd=root, env=env, capture_output=True, text=True, check=False)
+        cached, rss, proc = peak_of(base, root, env)
+        runs = n * TASKS_PER_SKILL * 2
+        if f"{runs} passed" not in proc.stdout and "passed" not in proc.stdout:
+            sys.exit(f"scale bench: the cached session did not pass:\n{proc.stdout[-2000:]}")
+        points.append((n, co, cached))
+        goal_co = "<= 3 s" if n == 2000 else "-"
+        goal_v = "<= 2 s" if n == 2000 else "-"
+        rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks: collection (--co)", goal_co,
+                        f"{co:.2f} s, peak {co_rss} MB", co <= 3 if n == 2000 else None))
+        rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks: session from a fully cached store", goal_v,
+                        f"{cached:.2f} s, peak {rss} MB", cached <= 2 if n == 2000 else None))
+    if len(points) >= 2:
+        (n0, co0, v0), (n1, co1, v1) = points[0], points[-1]
+        factor = n1 / n0
+        rows.append(Row(f"growth {n0} -> {n1} skills ({factor:.0f}x)", "linear or better (<= "
+                        f"{factor:.0f}x)", f"collection {co1 / co0:.1f}x, cached session {v1 / v0:.1f}x",
+                        co1 / co0 <= factor * 1.1 and v1 / v0 <= factor * 1.1))
+    return rows
+
+
+# -- workers ---------------------------------------------------------------------------
+
+
+def workers(tiny: bool) -> list[Row]:
+    argv = [sys.executable, str(ROOT / "bench" / "cache_bench.py"), "--workers", "2"]
+    if tiny:
+        argv += ["--skills", "2", "--tasks", "2"]
+    proc = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("re-run / first")), "")
+    if not line:
+        sys.exit(f"cache_bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    pct = float(line.split("=", 1)[1].split("%", 1)[0])
+    return [Row("cached re-run with -n 2 against the first run", "<= 10%", f"{pct:.1f}%", pct <= 10)]
+
+
+def table(rows: list[Row]) -> None:
+    print("| benchmark | goal | measured | met |")
+    print("|---|---|---|---|")
+    for r in rows:
+        met = "-" if r.met is None else ("yes" if r.met else "no")
+        print(f"| {r.bench} | {r.goal} | {r.measured} | {met} |")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="every section at a size of seconds")
+    parser.add_argument("--only", default="harness,concurrency,scale,workers")
+    parser.add_argument("--runs", type=int, default=200, help="runs per harness session")
+    parser.add_argument("--slow-runs", type=int, default=24, help="runs of the concurrency section")
+    parser.add_argument("--sizes", default="200,2000,10000", help="library sizes of the scale section")
+    parser.add_argument("--no-docker", action="store_true", help="leave Docker out of the harness section")
+    parser.add_argument("--no-inspect", action="store_true", help="leave inspect_ai out of the harness section")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH")
+    args = parser.parse_args()
+    if args.tiny:
+        args.runs, args.slow_runs, args.sizes = 4, 2, "2,4"
+    only = set(args.only.split(","))
+    work = Path(tempfile.mkdtemp(prefix="skillcourt-perf-bench-"))
+    work.chmod(0o755)
+    rows: list[Row] = []
+    try:
+        print(f"machine: {os.cpu_count()} cores, {platform_line()}")
+        for name, run in (("harness", lambda: harness(work, args.runs, not args.no_docker, not args.no_inspect)),
+                          ("concurrency", lambda: concurrency(work, args.slow_runs)),
+                          ("scale", lambda: scale(work, [int(s) for s in args.sizes.split(",")])),
+                          ("workers", lambda: workers(args.tiny))):
+            if name in only:
+                start = time.monotonic()
+                got = run()
+                print(f"\n{name} ({time.monotonic() - start:.0f} s)")
+                table(got)
+                rows += got
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=2))
+
+
+def platform_line() -> str:
+    import platform
+
+    return f"{platform.processor() or platform.machine()}, Linux {platform.release()}, Python {platform.python_version()}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The benchmarks still run (bench/perf_bench.py, README "Benchmarks"): every section at
+its tiny size, through ``bash bench/run_all.sh --tiny``.  Benchmarks, not timed tests:
+nothing here asserts a timing goal, only that each section ran and printed its rows.
+
+inspect_ai is left out (``--no-inspect``): installing it into its venv takes about four
+minutes here, too long for a test; the full bench installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.support import REPO
+from tests.support.sandbox_image import require_bwrap
+
+ROW = re.compile(r"^\| (?P<bench>[^|]+) \| (?P<goal>[^|]+) \| (?P<measured>[^|]+) \| (?P<met>yes|no|-) \|$")
+
+
+def test_every_benchmark_runs_at_its_tiny_size() -> None:
+    require_bwrap()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "bench/perf_bench.py", "--tiny", "--no-inspect"], check=False,
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for section in ("harness", "concurrency", "scale", "workers"):
+        assert re.search(rf"^{section} \(\d+ s\)$", out, re.MULTILINE), f"no {section} section:\n{out}"
+    rows = [m.groupdict() for m in map(ROW.match, out.splitlines()) if m]
+    benches = [r["bench"] for r in rows]
+    assert any(b.startswith("ours, local, ") and "1 at once" in b for b in benches), benches
+    assert any(b.startswith("ours, local, ") and "8 at once" in b for b in benches), benches
+    assert any("--skill-court-concurrency 8" in b for b in benches), benches
+    assert any("collection (--co)" in b for b in benches) and any("fully cached store" in b for b in benches)
+    assert any(b.startswith("growth ") for b in benches), benches
+    assert any("-n 2" in b for b in benches), benches
+    assert "inspect_ai | reference | not measured: --no-inspect" in out
+    # every measured figure is a number of its unit, not an error text
+    for row in rows:
+        if row["goal"].strip() != "reference" or "sandbox" in row["bench"]:
+            assert re.search(r"\d", row["measured"]), row
+
