@@ -1,6 +1,6 @@
 """The court's data in pytest's JUnit file, through pytest's own junitxml objects.
 
-README "In CI" says what a dashboard shows.  By default the file stays valid
+README "CI" says what a dashboard shows.  By default the file stays valid
 against the common xunit2 schema (pytest's default ``junit_family``): each run
 and verdict item carries its data as ``name: value`` lines in its
 ``<system-out>`` (a value's further lines are indented by four spaces), and

@@ -1,4 +1,4 @@
-"""The JUnit file (README "In CI"): valid xunit2 by default, written by pytest alone.
+"""The JUnit file (README "CI"): valid xunit2 by default, written by pytest alone.
 
 The schema is Jenkins' xunit plugin's junit-10.xsd (``tests/support/junit-10.xsd``),
 the one pytest validates its own xunit2 output against.
