@@ -25,7 +25,7 @@ T = TypeVar("T")
 I = TypeVar("I")  # an item
 
 #: How long a stopped session waits for the threads still in a run.
-STOP_WAIT_S = 20.0
+STOP_WAIT_S = 5.0
 
 
 class RunAhead(Generic[I, T]):

@@ -165,3 +165,60 @@ def test_one_sdk_client_per_model_per_process(server: LLMServer) -> None:
         answers = list(pool.map(lambda _: ChatClient(spec).chat([{"role": "user", "content": "hi"}]).content,
                                 range(8)))
     assert answers == ["ok"] * 8
+
+
+def test_sigterm_at_concurrency_cancels_and_removes_every_sandbox(pytester: pytest.Pytester) -> None:
+    """Four runs held by the model at concurrency 4, then SIGTERM: exit status 2 at once (no
+    wait for the held requests), no sandbox folder left, no run recorded."""
+    import os
+    import shutil
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import tempfile
+
+    from pytest_skillcourt.sandbox.local import DIR_PREFIX
+    from tests.support import REPO
+
+    require_bwrap()
+    release, held = threading.Event(), threading.Semaphore(0)
+
+    def holding(request: RecordedRequest) -> Reply:
+        held.release()
+        release.wait(120)
+        return Reply(content="done")
+
+    tmp = Path(tempfile.mkdtemp(prefix="skillcourt-conc-term-", dir="/tmp"))
+    tmp.chmod(0o755)
+    folders = lambda: [p for p in tmp.iterdir() if p.name.startswith(DIR_PREFIX)]
+    try:
+        with LLMServer(holding) as server:
+            _project(pytester, server, 6)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider",
+                 "--skill-court-concurrency", "4"],
+                cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)})
+            try:
+                for _ in range(4):
+                    assert held.acquire(timeout=120), "four runs never reached the model at once"
+                assert len(folders()) == 4
+                start = time.monotonic()
+                os.kill(proc.pid, signal.SIGTERM)
+                out, _ = proc.communicate(timeout=60)
+                stopped = time.monotonic() - start
+            finally:
+                release.set()
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(30)
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        assert "INTERNALERROR" not in out
+        assert stopped < 30, f"the session took {stopped:.0f} s to stop"
+        assert folders() == [], "a run's sandbox folder was left behind"
+        db = sqlite3.connect(pytester.path / ".skill-court" / "court.db")
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        db.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
