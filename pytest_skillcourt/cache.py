@@ -33,7 +33,7 @@ def run_key(ctx: RunContext) -> str:
     skill's name, category and description (the skills index and
     ``skills_list``).  Skill *bodies* and files are not in the key: a run
     records every skill whose files its agent could reach
-    (``RunRecord.skills_in_reach``, from ``Runner.skills_in_reach``) and is
+    (``RunRecord.reach``, from ``Runner.skills_in_reach``) and is
     reused only while exactly those hold (:func:`still_valid`).  Which skills
     the transcript shows it reading does not matter: a shell command can read
     a file without naming it (``grep -rh PATTERN /root``).
@@ -64,10 +64,15 @@ def run_key(ctx: RunContext) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _reach(run: RunRecord) -> list[list[str]]:
+def reach_digest(reach: Mapping[str, str]) -> str:
+    """One digest of the skills a run could reach and their hashes (``RunRecord.reach``)."""
+    return "sha256:" + hashlib.sha256(json.dumps(sorted(reach.items())).encode()).hexdigest()
+
+
+def _reach(run: RunRecord) -> str:
     """The skills a run could reach, with their hashes: a run key leaves skill bodies out
     (:func:`run_key`), so two runs of one key may have seen different SKILL.md bytes."""
-    return sorted([name, digest] for name, digest in (run.skills_in_reach or {}).items())
+    return run.reach or ""
 
 
 def judgment_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec) -> str:
@@ -108,6 +113,6 @@ def still_valid(record: RunRecord, reach: Mapping[str, str]) -> bool:
     Safe by construction: any change to the files of a skill the run could have
     read (or a skill newly placed where it could read it) replays it, whether
     or not its transcript shows a read.  A run recorded before this rule
-    (``skills_in_reach`` None) is never reused.
+    (``reach`` None) is never reused.
     """
-    return record.skills_in_reach is not None and dict(record.skills_in_reach) == dict(reach)
+    return record.reach is not None and record.reach == reach_digest(reach)

@@ -51,11 +51,13 @@ class RunRecord:
     #: skills whose body the run may have read, with their hash at the time
     #: (the run cache reuses the run only while those hashes hold)
     loaded_skills: dict[str, str] = field(default_factory=dict)
-    #: every skill whose files the run's agent could reach (present in its
-    #: sandbox or readable by its tools), with its hash at the time: the run
-    #: cache reuses the run only while exactly these skills hold these hashes
-    #: (``cache.still_valid``).  None on runs recorded before this rule.
-    skills_in_reach: dict[str, str] | None = None
+    #: digest of every skill whose files the run's agent could reach (present in
+    #: its sandbox or readable by its tools) with its hash at the time
+    #: (``cache.reach_digest``): the run cache reuses the run only while exactly
+    #: these skills hold these hashes (``cache.still_valid``).  A digest, not the
+    #: list: a run of a 2,000-skill library would otherwise store 2,000 hashes.
+    #: None on runs recorded before this rule.
+    reach: str | None = None
     started_at: str = ""
     duration_s: float = 0.0
     error: str | None = None

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
-from .cache import in_reach
+from .cache import in_reach, reach_digest
 from .clock import utc_now
 from .pricing import price  # also what ``run.price`` names
 from .records import (
@@ -206,7 +206,7 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -
     rec.api_calls, rec.skill_loaded, rec.error = result.api_calls, result.skill_loaded, result.error
     hashes = {s.name: s.hash for s in ctx.library.visible(ctx.hidden)}
     rec.loaded_skills = {name: hashes[name] for name in sorted(skills_read(result.transcript, hashes))}
-    rec.skills_in_reach = reach
+    rec.reach = reach_digest(reach)
     rec.cost_usd, rec.priced = price(ctx.settings, ctx.model, result.input_tokens,
                                      result.output_tokens, result.cost_usd)
     status = {"answered": ANSWERED, "incomplete": INCOMPLETE, "timeout": TIMEOUT,

@@ -367,9 +367,9 @@ def test_a_changed_skill_body_is_judged_again_not_served_a_stale_judgment() -> N
     old pair's (found by tests/e2e/test_auto_trials.py: the draft got the original's HURTS)."""
     judge = model_spec("http://127.0.0.1:9/v1", "custom/judge")
     without = run_record("wo", "k-without")
-    old = dataclasses.replace(run_record("w1", "k-with"), skills_in_reach={SKILL: "sha256:old"})
-    new = dataclasses.replace(run_record("w2", "k-with"), skills_in_reach={SKILL: "sha256:new"})
-    same = dataclasses.replace(run_record("w3", "k-with"), skills_in_reach={SKILL: "sha256:old"})
+    old = dataclasses.replace(run_record("w1", "k-with"), reach=cache.reach_digest({SKILL: "sha256:old"}))
+    new = dataclasses.replace(run_record("w2", "k-with"), reach=cache.reach_digest({SKILL: "sha256:new"}))
+    same = dataclasses.replace(run_record("w3", "k-with"), reach=cache.reach_digest({SKILL: "sha256:old"}))
     assert cache.judgment_key(old, without, judge) != cache.judgment_key(new, without, judge)
     assert cache.judgment_key(old, without, judge) == cache.judgment_key(same, without, judge)
     assert cache.cause_key(old, without, judge, "h") != cache.cause_key(new, without, judge, "h")

@@ -19,7 +19,7 @@ import pytest
 from pytest_skillcourt.agent import claude_code
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.agent.tools import skill_files_for_sandbox
-from pytest_skillcourt.cache import in_reach, still_valid
+from pytest_skillcourt.cache import in_reach, reach_digest, still_valid
 from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.records import ANSWERED
 from pytest_skillcourt.skills import load_library
@@ -80,7 +80,7 @@ def test_claude_code_places_the_hidden_skills_files(tmp_path: Path) -> None:
 
 def record_with(reach: dict[str, str] | None):
     rec = run_record("r1", status=ANSWERED, outcome=True)
-    rec.skills_in_reach = reach
+    rec.reach = None if reach is None else reach_digest(reach)
     return rec
 
 
@@ -104,3 +104,13 @@ def test_a_run_recorded_before_the_rule_is_never_reused() -> None:
     rec.loaded_skills = {"a": "1"}
     assert not still_valid(rec, {"a": "1"})
     assert not still_valid(rec, {})
+
+
+def test_a_run_stores_one_digest_of_its_reach_not_every_skill(tmp_path) -> None:
+    """The reach of a run in a 2,000-skill library is 2,000 hashes: stored per run, the
+    store grew with skills x runs (2.5 GB at 2,000 skills).  One digest carries it."""
+    reach = {f"skill-{i}": "sha256:" + f"{i:064x}" for i in range(2000)}
+    rec = record_with(reach)
+    assert len(rec.to_json()) < 2000
+    assert still_valid(rec, dict(reversed(list(reach.items()))))
+    assert not still_valid(rec, {**reach, "skill-7": "sha256:changed"})
