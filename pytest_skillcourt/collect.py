@@ -10,9 +10,10 @@ a worker: the controller produces their reports after every run (see
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 import pytest
 
