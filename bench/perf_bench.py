@@ -22,10 +22,9 @@ model calls and 1 exec whichever harness drives it.
   against 1 (the fixed cost, a fully cached re-run of the same session, subtracted).
 - scale: generated libraries of N skills x 6 tasks: ``--co`` time, a fully cached
   session's time (the store filled beforehand by a session whose runs are recorded
-  without a sandbox or model: only the cached session is measured), peak RSS.  Today each
-  run's record holds every skill within its reach (the whole library for the built-in
-  agent), so the store grows with skills x runs: 2,000 skills made 2.5 GB; pass smaller
-  ``--sizes`` (e.g. 100,400) until the reach is stored once per library.
+  without a sandbox or model: only the cached session is measured), peak RSS.  A run's
+  record holds one digest of the skills within its reach (``RunRecord.reach``); it held
+  every skill's hash until that grew the store with skills x runs (2.5 GB at 2,000).
 - workers: bench/cache_bench.py with ``-n 2`` (a cached re-run against the first run).
 
 ``--tiny`` runs every section at a size of seconds (tests/e2e/test_bench_tiny.py): the
