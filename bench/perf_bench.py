@@ -277,7 +277,7 @@ measured session then reads from its cache."""
 import pytest_skillcourt.session as session
 from pytest_skillcourt.records import ANSWERED, RunRecord
 from pytest_skillcourt.clock import utc_now
-from pytest_skillcourt.cache import in_reach
+from pytest_skillcourt.cache import in_reach, reach_digest
 
 
 def fake_run(ctx, *, run_id, key):
@@ -286,7 +286,7 @@ def fake_run(ctx, *, run_id, key):
                      model=ctx.model.label, status=ANSWERED, runner="builtin", backend=ctx.backend,
                      started_at=utc_now(), answer="TOTAL", outcome=True, outcome_source="check",
                      input_tokens=100, output_tokens=20, api_calls=2, check_exit=0,
-                     cost_usd=0.0, priced=True, skills_in_reach=dict(in_reach(ctx)), loaded_skills={})
+                     cost_usd=0.0, priced=True, reach=reach_digest(in_reach(ctx)), loaded_skills={})
 
 
 session.execute_run = fake_run
