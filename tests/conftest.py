@@ -12,6 +12,8 @@ before any inner run; importing this file starts no server.
 import contextlib
 from typing import Iterator
 
+import docker  # noqa: F401  (its exception classes must stay the ones a cached client raises)
+import docker.errors  # noqa: F401
 import jinja2  # noqa: F401
 import numpy  # noqa: F401
 import openai
