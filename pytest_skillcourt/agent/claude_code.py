@@ -65,6 +65,7 @@ from .sandboxed import (
     check_inside,
     classify,
     elf_interpreter,
+    json_lines,
     native_executable,
     run_agent,
 )
@@ -147,17 +148,8 @@ def claude_files(library: Library, hidden: frozenset[str]) -> dict[str, bytes]:
 
 def parse_output(stdout: str) -> dict[str, Any] | None:
     """The result object ``claude -p --output-format json`` printed (its last JSON line), or None."""
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and value.get("type") == "result":
-            return value
-    return None
+    results = [value for value in json_lines(stdout) if value.get("type") == "result"]
+    return results[-1] if results else None
 
 
 class ClaudeCodeRunner:

@@ -61,7 +61,6 @@ import platform
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..gateway import RunGrant
@@ -75,6 +74,7 @@ from .sandboxed import (
     binary_version,
     check_inside,
     classify,
+    json_lines,
     native_executable,
     run_agent,
 )
@@ -258,16 +258,7 @@ def parse_events(stdout: str) -> tuple[str | None, str]:
     answer: str | None = None
     completed = False
     failure = ""
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event: Any = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in json_lines(stdout):
         kind = event.get("type")
         item = event.get("item")
         if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":

@@ -24,7 +24,6 @@ session's gateway, exactly as the ``claude-code`` runner runs Claude Code
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .. import __version__
@@ -33,7 +32,7 @@ from ..sandbox.base import PathRefused, Sandbox, SandboxError
 from .context import RunContext
 from .preset import Preset
 from .runner import AgentResult, SandboxNeeds
-from .sandboxed import agent_result, binary_path, check_inside, classify, run_agent
+from .sandboxed import agent_result, binary_path, check_inside, classify, json_lines, run_agent
 
 __all__ = ["RUNNER", "CommandRunner", "answer_from_json"]
 
@@ -44,14 +43,7 @@ ANSWER_LIMIT = 1024 * 1024
 def answer_from_json(stdout: str, dotted: str) -> str | None:
     """The string at ``dotted`` (``a.b.0.c``) in the last JSON object line of
     ``stdout`` that has it, or None."""
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value: Any = json.loads(line)
-        except ValueError:
-            continue
+    for value in reversed(list(json_lines(stdout))):
         for part in dotted.split("."):
             if isinstance(value, dict) and part in value:
                 value = value[part]

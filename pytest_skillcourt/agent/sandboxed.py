@@ -30,6 +30,7 @@ midway; the session stops it at its end (:func:`stop_gateway`).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import posixpath
@@ -42,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ..gateway import SANDBOX_SOCKET, Gateway, RunGrant, RunLimits, RunRecording, forwarder_argv
 from ..options import Settings
@@ -64,6 +65,7 @@ __all__ = [
     "check_inside",
     "elf_interpreter",
     "gateway_for",
+    "json_lines",
     "native_executable",
     "run_agent",
     "stop_gateway",
@@ -329,6 +331,21 @@ def agent_result(ctx: RunContext, run: AgentRun, status: str, error: str | None,
         skill_loaded=skill_loaded(transcript, ctx.suite.skill, ctx.library),
         error=error,
     )
+
+
+def json_lines(stdout: str) -> Iterator[dict[str, Any]]:
+    """Each line of ``stdout`` that is a JSON object, parsed, in order (CLI agents print
+    their events and results that way; other lines are skipped)."""
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            yield value
 
 
 def check_inside(runner: str, backend: str) -> str:
