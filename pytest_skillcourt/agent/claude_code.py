@@ -46,9 +46,6 @@ gateway's recording, never Claude Code's own report; ``skill_loaded`` is a
 from __future__ import annotations
 
 import json
-import os
-import platform
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +56,7 @@ from ..skills import Library
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
 from .sandboxed import (
+    NativeBinary,
     agent_result,
     binary_path,
     binary_version,
@@ -66,11 +64,10 @@ from .sandboxed import (
     classify,
     elf_interpreter,
     json_lines,
-    native_executable,
     run_agent,
 )
 
-__all__ = ["RUNNER", "ClaudeCodeRunner", "find_claude", "claude_files", "parse_output"]
+__all__ = ["RUNNER", "ClaudeCodeRunner", "claude_files", "find_claude", "parse_output"]
 
 #: The environment variable that names the ``claude`` binary to use.
 ENV_BINARY = "SKILL_COURT_CLAUDE"
@@ -83,55 +80,21 @@ SETTINGS_FILE = f"{CLAUDE_DIR}/settings.json"
 #: Claude Code's tools that act only in the sandbox: allowed without asking.
 ALLOWED_TOOLS = ("Bash", "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS",
                  "TodoWrite", "Skill", "Agent", "Task")
-#: npm's name for the native binary's package on this machine.
-_PLATFORMS = {"x86_64": "linux-x64", "amd64": "linux-x64", "aarch64": "linux-arm64", "arm64": "linux-arm64"}
 
 HOW_TO_INSTALL = (
     "Fix: `npm install @anthropic-ai/claude-code` (the native binary lands in "
     "node_modules/@anthropic-ai/claude-code-<platform>/claude), or Anthropic's installer "
     "(`curl -fsSL https://claude.ai/install.sh | bash`, into ~/.local/bin/claude), or set "
     f"{ENV_BINARY}=/path/to/claude")
-
-
-def _beside_wrapper(wrapper: Path) -> Path | None:
-    """The native binary npm put beside the ``@anthropic-ai/claude-code`` wrapper package."""
-    suffix = _PLATFORMS.get(platform.machine().lower())
-    for parent in wrapper.resolve().parents:
-        if parent.name == "claude-code" and parent.parent.name == "@anthropic-ai" and suffix:
-            return native_executable(parent.parent / f"claude-code-{suffix}" / "claude")
-    return None
-
-
-def candidates() -> list[str]:
-    """Where :func:`find_claude` looks, in order (for messages)."""
-    suffix = _PLATFORMS.get(platform.machine().lower(), "<platform>")
-    return [f"${ENV_BINARY}", "`claude` on PATH", "~/.local/bin/claude",
-            f"./node_modules/@anthropic-ai/claude-code-{suffix}/claude"]
+#: Where Claude Code's native executable is on the host (npm's package, Anthropic's installer).
+BINARY = NativeBinary(title="Claude Code", command="claude", env_var=ENV_BINARY, scope="@anthropic-ai",
+                      wrapper="claude-code", natives=("claude-code-{platform}/claude",),
+                      how_to_install=HOW_TO_INSTALL, also=("~/.local/bin/claude",))
 
 
 def find_claude() -> tuple[Path | None, str]:
-    """(the native ``claude`` executable, "") or (None, why not)."""
-    given = os.environ.get(ENV_BINARY, "").strip()
-    if given:
-        found = native_executable(Path(given)) or _beside_wrapper(Path(given))
-        if found is None:
-            return None, (f"{ENV_BINARY}={given} is not Claude Code's native executable (an ELF "
-                          "file); point it at node_modules/@anthropic-ai/claude-code-<platform>/claude")
-        return found, ""
-    tries: list[Path] = []
-    on_path = shutil.which("claude")
-    if on_path:
-        tries.append(Path(on_path))
-    tries.append(Path.home() / ".local" / "bin" / "claude")
-    suffix = _PLATFORMS.get(platform.machine().lower())
-    if suffix:
-        tries.append(Path.cwd() / "node_modules" / "@anthropic-ai" / f"claude-code-{suffix}" / "claude")
-    for path in tries:
-        if path.exists():
-            found = native_executable(path) or _beside_wrapper(path)
-            if found is not None:
-                return found, ""
-    return None, f"Claude Code was not found (looked at {', '.join(candidates())}). {HOW_TO_INSTALL}"
+    """(the native ``claude`` executable, "") or (None, why not): :data:`BINARY`'s search."""
+    return BINARY.find()
 
 
 def claude_files(library: Library, hidden: frozenset[str]) -> dict[str, bytes]:
@@ -205,10 +168,8 @@ class ClaudeCodeRunner:
 
         run = run_agent(ctx, sandbox, command=command, env=env,
                         files=claude_files(ctx.library, ctx.hidden), stdin=ctx.task.prompt.encode())
-        if run.forwarder_failed:
-            raise SandboxError(f"claude-code runner: {run.exec.stderr.strip()[-1000:]} (the forwarder needs "
-                               "python3 in the image; python:3.12-slim has it)")
-        if run.exec.exit_code in (126, 127) and run.recording.api_calls == 0:
+        run.check_forwarder("claude-code runner")
+        if run.could_not_exec:
             loader = elf_interpreter(str(binary)) or "its loader"
             raise SandboxError(
                 f"claude-code runner: the image cannot run Claude Code's binary (exit {run.exec.exit_code}: "

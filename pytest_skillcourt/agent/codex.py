@@ -56,10 +56,7 @@ printed the skill's SKILL.md, or a ``<skill>`` message Codex inserted
 from __future__ import annotations
 
 import json
-import os
-import platform
 import re
-import shutil
 from pathlib import Path
 
 from .. import __version__
@@ -69,6 +66,7 @@ from ..skills import Library, Skill
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
 from .sandboxed import (
+    NativeBinary,
     agent_result,
     binary_path,
     binary_version,
@@ -96,13 +94,6 @@ SYSTEM_DIR = ".system"
 KEY_ENV = "OPENAI_API_KEY"
 #: The provider's id in the config.
 PROVIDER = "skill-court"
-#: npm's package suffix and Rust target triple of the native binary, per machine.
-_TARGETS = {
-    "x86_64": ("linux-x64", "x86_64-unknown-linux-musl"),
-    "amd64": ("linux-x64", "x86_64-unknown-linux-musl"),
-    "aarch64": ("linux-arm64", "aarch64-unknown-linux-musl"),
-    "arm64": ("linux-arm64", "aarch64-unknown-linux-musl"),
-}
 #: npm's package manifest beside ``bin/codex``; names the folder Codex adds to PATH.
 MANIFEST = "codex-package.json"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -113,53 +104,15 @@ HOW_TO_INSTALL = (
     f"{ENV_BINARY}=/path/to/codex")
 
 
-def _target() -> tuple[str, str] | None:
-    return _TARGETS.get(platform.machine().lower())
-
-
-def _beside_wrapper(wrapper: Path) -> Path | None:
-    """The native binary npm put beside the ``@openai/codex`` wrapper package (``bin/codex.js``)."""
-    target = _target()
-    if target is None:
-        return None
-    package, triple = target
-    for parent in wrapper.resolve().parents:
-        if parent.name == "codex" and parent.parent.name == "@openai":
-            return (native_executable(parent.parent / f"codex-{package}" / "vendor" / triple / "bin" / "codex")
-                    or native_executable(parent / "vendor" / triple / "codex" / "codex"))  # before 0.1xx
-    return None
-
-
-def candidates() -> list[str]:
-    """Where :func:`find_codex` looks, in order (for messages)."""
-    package, triple = _target() or ("<platform>", "<triple>")
-    return [f"${ENV_BINARY}", "`codex` on PATH", f"./node_modules/@openai/codex-{package}/vendor/{triple}/bin/codex"]
+#: Where Codex's native executable is on the host (npm's packages; before 0.1xx inside the wrapper).
+BINARY = NativeBinary(title="Codex", command="codex", env_var=ENV_BINARY, scope="@openai", wrapper="codex",
+                      natives=("codex-{platform}/vendor/{triple}/bin/codex", "codex/vendor/{triple}/codex/codex"),
+                      how_to_install=HOW_TO_INSTALL)
 
 
 def find_codex() -> tuple[Path | None, str]:
-    """(the native ``codex`` executable, "") or (None, why not)."""
-    given = os.environ.get(ENV_BINARY, "").strip()
-    if given:
-        found = native_executable(Path(given)) or _beside_wrapper(Path(given))
-        if found is None:
-            return None, (f"{ENV_BINARY}={given} is not Codex's native executable (an ELF file); point "
-                          "it at node_modules/@openai/codex-<platform>/vendor/<triple>/bin/codex. "
-                          + HOW_TO_INSTALL)
-        return found, ""
-    tries: list[Path] = []
-    on_path = shutil.which("codex")
-    if on_path:
-        tries.append(Path(on_path))
-    target = _target()
-    if target:
-        tries.append(Path.cwd() / "node_modules" / "@openai" / f"codex-{target[0]}" / "vendor" / target[1]
-                     / "bin" / "codex")
-    for path in tries:
-        if path.exists():
-            found = native_executable(path) or _beside_wrapper(path)
-            if found is not None:
-                return found, ""
-    return None, f"Codex was not found (looked at {', '.join(candidates())}). {HOW_TO_INSTALL}"
+    """(the native ``codex`` executable, "") or (None, why not): :data:`BINARY`'s search."""
+    return BINARY.find()
 
 
 def codex_mounts(binary: Path) -> dict[str, str]:
@@ -328,10 +281,8 @@ class CodexRunner:
             return {KEY_ENV: grant.token}
 
         run = run_agent(ctx, sandbox, command=command, env=env, files=files, stdin=ctx.task.prompt.encode())
-        if run.forwarder_failed:
-            raise SandboxError(f"codex runner: {run.exec.stderr.strip()[-1000:]} (the forwarder needs "
-                               "python3 in the image; python:3.12-slim has it)")
-        if run.exec.exit_code in (126, 127) and run.recording.api_calls == 0:
+        run.check_forwarder("codex runner")
+        if run.could_not_exec:
             raise SandboxError(
                 f"codex runner: the sandbox cannot execute Codex's binary (exit {run.exec.exit_code}: "
                 f"{run.exec.stderr.strip()[-500:]}); it is mounted at {SANDBOX_BINARY} and needs an "

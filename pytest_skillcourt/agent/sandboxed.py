@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import posixpath
 import secrets
 import shlex
@@ -41,14 +42,29 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-from ..gateway import SANDBOX_SOCKET, Gateway, RunGrant, RunLimits, RunRecording, forwarder_argv
+from ..gateway import (
+    SANDBOX_SOCKET,
+    Gateway,
+    RunGrant,
+    RunLimits,
+    RunRecording,
+    forwarder_argv,
+)
 from ..options import Settings
 from ..pricing import price
-from ..sandbox.base import AGENT_ROOT, GATEWAY_MOUNT, TIMEOUT_EXIT_CODES, ExecResult, Sandbox, SandboxError
+from ..sandbox.base import (
+    AGENT_ROOT,
+    GATEWAY_MOUNT,
+    TIMEOUT_EXIT_CODES,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+)
 from ..transcript import message_calls, skill_loaded
 from .context import RunContext
 from .runner import AgentResult
@@ -58,15 +74,17 @@ __all__ = [
     "FORWARDER_FAILED",
     "SOCKET_MODE",
     "AgentRun",
+    "NativeBinary",
     "agent_result",
     "binary_path",
     "binary_version",
-    "classify",
     "check_inside",
+    "classify",
     "elf_interpreter",
     "gateway_for",
     "json_lines",
     "native_executable",
+    "npm_target",
     "run_agent",
     "stop_gateway",
 ]
@@ -87,6 +105,13 @@ RUN_DIR = "/tmp/skill-court"
 OUTPUT_LIMIT = 1024 * 1024
 #: The PATH of the local sandbox (which shows this host's system folders).
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: npm's platform suffix and the Rust target triple of an agent's native package, per machine.
+NPM_TARGETS = {
+    "x86_64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "amd64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "aarch64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+    "arm64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+}
 
 if posixpath.dirname(SANDBOX_SOCKET) != GATEWAY_MOUNT:  # pragma: no cover - two modules must agree
     raise ImportError(f"gateway.SANDBOX_SOCKET {SANDBOX_SOCKET} is not in sandbox GATEWAY_MOUNT {GATEWAY_MOUNT}")
@@ -168,6 +193,81 @@ def native_executable(path: Path) -> Path | None:
     return real if magic == b"\x7fELF" and os.access(real, os.X_OK) else None
 
 
+def npm_target() -> tuple[str, str] | None:
+    """(npm's platform suffix, the target triple) of this machine's native agent
+    packages (``linux-x64``, ``x86_64-unknown-linux-musl``), or None for another machine."""
+    return NPM_TARGETS.get(platform.machine().lower())
+
+
+@dataclass(frozen=True)
+class NativeBinary:
+    """Where a CLI agent's native executable is on the host, and how to say it is not.
+
+    :meth:`find` looks at ``$ENV_VAR``, then ``COMMAND`` on PATH, then
+    :attr:`also`, then ``./node_modules/SCOPE/NATIVES[0]``; a file found that is
+    not an ELF executable but lies in npm's wrapper package (``SCOPE/WRAPPER``,
+    e.g. ``bin/codex.js`` on PATH) leads to the native binary npm installed
+    beside it (:meth:`beside_wrapper`).  In :attr:`natives`, ``{platform}`` and
+    ``{triple}`` stand for :func:`npm_target`'s two parts.
+    """
+
+    title: str  # the agent, in messages: "Claude Code"
+    command: str  # its name on PATH: "claude"
+    env_var: str  # the variable that names the binary: "SKILL_COURT_CLAUDE"
+    scope: str  # npm's scope folder: "@anthropic-ai"
+    wrapper: str  # the wrapper package's folder in the scope: "claude-code"
+    natives: tuple[str, ...]  # the binary's paths in the scope folder, newest layout first
+    how_to_install: str  # the "Fix: ..." sentence
+    also: tuple[str, ...] = ()  # more places after PATH ("~" is the home folder)
+
+    def _natives(self, unknown: bool = False) -> list[str]:
+        """:attr:`natives` filled in for this machine (placeholders when ``unknown``
+        and the machine has no package; else nothing)."""
+        platform_, triple = npm_target() or (("<platform>", "<triple>") if unknown else ("", ""))
+        if not platform_:
+            return []
+        return [native.format(platform=platform_, triple=triple) for native in self.natives]
+
+    def beside_wrapper(self, wrapper: Path) -> Path | None:
+        """The native binary npm put beside the wrapper package ``wrapper`` is in, or None."""
+        for parent in wrapper.resolve().parents:
+            if parent.name == self.wrapper and parent.parent.name == self.scope:
+                for native in self._natives():
+                    found = native_executable(parent.parent / native)
+                    if found is not None:
+                        return found
+                return None
+        return None
+
+    def candidates(self) -> list[str]:
+        """Where :meth:`find` looks, in order (for messages)."""
+        return [f"${self.env_var}", f"`{self.command}` on PATH", *self.also,
+                f"./node_modules/{self.scope}/{self._natives(unknown=True)[0]}"]
+
+    def find(self) -> tuple[Path | None, str]:
+        """(the native executable, "") or (None, why not and how to install it)."""
+        given = os.environ.get(self.env_var, "").strip()
+        if given:
+            found = native_executable(Path(given)) or self.beside_wrapper(Path(given))
+            if found is None:
+                layout = self.natives[0].format(platform="<platform>", triple="<triple>")
+                return None, (f"{self.env_var}={given} is not {self.title}'s native executable (an ELF "
+                              f"file); point it at node_modules/{self.scope}/{layout}. {self.how_to_install}")
+            return found, ""
+        tries: list[Path] = []
+        on_path = shutil.which(self.command)
+        if on_path:
+            tries.append(Path(on_path))
+        tries += [Path(os.path.expanduser(place)) for place in self.also]
+        tries += [Path.cwd() / "node_modules" / self.scope / native for native in self._natives()[:1]]
+        for path in tries:
+            if path.exists():
+                found = native_executable(path) or self.beside_wrapper(path)
+                if found is not None:
+                    return found, ""
+        return None, f"{self.title} was not found (looked at {', '.join(self.candidates())}). {self.how_to_install}"
+
+
 _versions_lock = threading.Lock()
 _versions: dict[tuple[str, int, int, int], str] = {}
 
@@ -203,6 +303,21 @@ class AgentRun:
     @property
     def forwarder_failed(self) -> bool:
         return self.exec.exit_code == FORWARDER_FAILED and self.recording.api_calls == 0
+
+    @property
+    def could_not_exec(self) -> bool:
+        """The sandbox could not execute the agent (exit 126 or 127) and no model call was made."""
+        return self.exec.exit_code in (126, 127) and self.recording.api_calls == 0
+
+    def check_forwarder(self, who: str) -> None:
+        """Raise when the forwarder did not start (``who``, the runner, begins the message).
+
+        Raises:
+            SandboxError: it did not start; the image needs ``python3``.
+        """
+        if self.forwarder_failed:
+            raise SandboxError(f"{who}: {self.exec.stderr.strip()[-1000:]} (the forwarder needs python3 in the "
+                               "image; python:3.12-slim has it)")
 
     @property
     def timed_out(self) -> bool:

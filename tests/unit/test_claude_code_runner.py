@@ -20,7 +20,7 @@ from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.agent.runner import Runner, SandboxNeeds, get_runner
 from pytest_skillcourt.gateway import CallRecord, RunRecording
 from pytest_skillcourt.options import AgentChoice
-from pytest_skillcourt.sandbox.base import ExecResult
+from pytest_skillcourt.sandbox.base import ExecResult, SandboxError
 from pytest_skillcourt.skills import load_library
 from tests.support.builders import run_context, write_skill
 
@@ -60,10 +60,10 @@ def test_the_binary_from_the_environment_variable(tmp_path: Path, monkeypatch: p
 def test_an_npm_wrapper_leads_to_the_native_binary_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     modules = tmp_path / "node_modules" / "@anthropic-ai"
     wrapper = _executable(modules / "claude-code" / "bin" / "claude.exe", b"#!/usr/bin/env node\n")
-    suffix = claude_code._PLATFORMS.get(os.uname().machine.lower())
-    if suffix is None:
+    target = sandboxed.npm_target()
+    if target is None:
         pytest.skip("no Claude Code package for this machine")
-    native = _executable(modules / f"claude-code-{suffix}" / "claude", ELF)
+    native = _executable(modules / f"claude-code-{target[0]}" / "claude", ELF)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "claude").symlink_to(wrapper)  # what `npm install -g` puts on PATH
@@ -169,6 +169,12 @@ def test_classify() -> None:
 def test_a_forwarder_that_did_not_start_is_told_apart() -> None:
     assert _run([], exit_code=sandboxed.FORWARDER_FAILED).forwarder_failed
     assert not _run([_call()], exit_code=sandboxed.FORWARDER_FAILED).forwarder_failed
+    with pytest.raises(SandboxError, match="^codex runner: .*the forwarder needs python3 in the image"):
+        _run([], exit_code=sandboxed.FORWARDER_FAILED).check_forwarder("codex runner")
+    _run([_call()], exit_code=sandboxed.FORWARDER_FAILED).check_forwarder("codex runner")  # it started
+    # The agent's binary could not be executed: 126/127 before any model call.
+    assert _run([], exit_code=127).could_not_exec and _run([], exit_code=126).could_not_exec
+    assert not _run([_call()], exit_code=127).could_not_exec and not _run([], exit_code=1).could_not_exec
 
 
 def test_elf_interpreter(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.agent import codex
+from pytest_skillcourt.agent import codex, sandboxed
 from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.agent.runner import Runner, get_runner
 from pytest_skillcourt.options import AgentChoice
@@ -39,7 +39,7 @@ def _executable(path: Path, data: bytes) -> Path:
 def _npm_layout(root: Path) -> tuple[Path, Path]:
     """npm's ``@openai/codex`` (the wrapper) and ``@openai/codex-<platform>`` under ``root``;
     (the wrapper's codex.js, the native binary)."""
-    target = codex._target()
+    target = sandboxed.npm_target()
     if target is None:
         pytest.skip("no Codex package for this machine")
     package, triple = target
@@ -96,6 +96,18 @@ def test_a_local_node_modules_is_found(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.delenv("SKILL_COURT_CODEX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     monkeypatch.chdir(tmp_path)
+    assert codex.find_codex() == (native.resolve(), "")
+
+
+def test_a_wrapper_of_the_older_layout_leads_to_its_vendored_binary(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    target = sandboxed.npm_target()
+    if target is None:
+        pytest.skip("no Codex package for this machine")
+    package = tmp_path / "node_modules" / "@openai" / "codex"
+    wrapper = _executable(package / "bin" / "codex.js", b"#!/usr/bin/env node\n")
+    native = _executable(package / "vendor" / target[1] / "codex" / "codex", ELF)  # before 0.1xx
+    monkeypatch.setenv("SKILL_COURT_CODEX", str(wrapper))
     assert codex.find_codex() == (native.resolve(), "")
 
 
