@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
 
 from .agent.context import RunContext
 from .agent.runner import Runner, get_runner
@@ -37,7 +36,7 @@ from .sandbox.base import (
     SandboxSpec,
 )
 from .sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
-from .sandbox.workspace import WorkspaceCopy, WorkspaceTooLarge
+from .sandbox.workspace import WORKSPACE, WorkspaceCopy, WorkspaceTooLarge
 from .transcript import skills_read
 
 CHECK_TIMEOUT = 120.0
@@ -117,7 +116,7 @@ def place_answer(sandbox: Sandbox, answer: str) -> None:
     folder = ANSWER_PATH.rsplit("/", 1)[0]
     sandbox.exec('[ -L "$D" ] || chmod -R u+rwx -- "$D" 2>/dev/null; rm -rf -- "$D"',
                  env={"D": folder}, timeout=30)
-    sandbox.write_files({ANSWER_PATH: answer.encode("utf-8", "replace")})
+    sandbox.write_files({ANSWER_PATH: answer_bytes(answer)})
 
 
 def check_room_spec(ctx: RunContext, run_id: str) -> SandboxSpec:
@@ -130,27 +129,22 @@ def check_room_spec(ctx: RunContext, run_id: str) -> SandboxSpec:
     )
 
 
-def restore_workspace(room: Sandbox, copy: WorkspaceCopy) -> None:
-    """Write ``copy`` into ``room`` (a fresh sandbox) with the room's own tools.
+def restore_workspace(room: Sandbox, copy: WorkspaceCopy, answer: str) -> None:
+    """Write ``copy`` and the run's ``answer`` into ``room`` (a fresh sandbox) in one
+    write: its folders, its files with their executable bits, the answer at
+    ``ANSWER_PATH`` (nothing of the agent's is in the room to be in its way).
 
     Raises:
         SandboxError: it could not be written.
     """
-    _each(room, "mkdir -p --", copy.dirs)
-    if copy.files:
-        room.write_files(copy.files)
-    _each(room, "chmod +x --", sorted(copy.executable))
+    files = {**copy.files, ANSWER_PATH: answer_bytes(answer)}
+    dirs = [d for d in copy.dirs if d != WORKSPACE]
+    room.write_files(files, executable=copy.executable, dirs=dirs)
 
 
-def _each(sandbox: Sandbox, command: str, paths: Iterable[str]) -> None:
-    """``command`` on every path, the paths on stdin (no argument-length limit)."""
-    data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
-    if not data:
-        return
-    done = sandbox.exec(f"xargs -0 -r {command}", timeout=120, stdin=data)
-    if not done.ok:
-        raise SandboxError(f"check room: {command.split()[0]} of the workspace copy failed "
-                           f"(exit {done.exit_code}): {done.stderr.strip()[:300]}")
+def answer_bytes(answer: str) -> bytes:
+    """The answer as the check reads it: UTF-8, a lone surrogate as ``?``."""
+    return answer.encode("utf-8", "replace")
 
 
 def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
@@ -174,8 +168,7 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
             if not setup.ok:
                 raise SandboxError(f"the suite's setup failed in the check room (exit {setup.exit_code}): "
                                    f"{(setup.stderr or setup.stdout).strip()[-500:]}")
-        restore_workspace(room, copy)
-        place_answer(room, rec.answer)
+        restore_workspace(room, copy, rec.answer)
         check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
     rec.check_exit = check.exit_code
     rec.check_output = (check.stdout + check.stderr)[-2000:]

@@ -22,6 +22,7 @@ import posixpath
 import tarfile
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, runtime_checkable
 
@@ -217,10 +218,16 @@ class Sandbox(abc.ABC):
         """
 
     @abc.abstractmethod
-    def write_files(self, files: Mapping[str, bytes]) -> None:
-        """Create (or replace) files, making parent directories.
+    def write_files(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                    dirs: Collection[str] = ()) -> None:
+        """Create (or replace) files, making parent directories, in one round trip.
+
+        Files get mode 0644, those named in ``executable`` 0755; ``dirs`` are
+        folders to make (mode 0755) even when empty.
 
         Raises:
+            PathRefused: a path cannot be written there (read-only place, a
+                parent that is a file); the sandbox is fine.
             SandboxError: the files could not be written.
         """
 
@@ -391,32 +398,48 @@ def render_output(kept: bytes, dropped: int = 0, limit: int | None = None) -> st
     return text
 
 
-def tar_of_files(files: Mapping[str, bytes]) -> bytes:
-    """One tar holding ``files`` (absolute sandbox paths), to extract at ``/``.
+def tar_of_files(files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                 dirs: Collection[str] = ()) -> bytes:
+    """One tar holding ``dirs`` and ``files`` (absolute sandbox paths), to extract at ``/``.
 
-    Members carry mode 0644 and the current time as mtime, so what a run's
+    Folders come first (mode 0755), then files: mode 0644, or 0755 for those in
+    ``executable``.  Members carry the current time as mtime, so what a run's
     set-up writes counts as written "now" for file capture (Docker's
     ``put_archive`` keeps tar mtimes).
 
     Raises:
-        SandboxError: a path is not absolute or content is not bytes.
+        SandboxError: a path is not absolute, or content is not bytes.
     """
     buf = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in dirs:
+            info = tarfile.TarInfo(member_name(path))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(info)
         for path, content in files.items():
-            if not isinstance(path, str) or not path.startswith("/"):
-                raise SandboxError(f"write_files: path must be absolute, got {path!r}")
-            name = os.path.normpath(path).lstrip("/")
-            if not name or name.startswith(".."):
-                raise SandboxError(f"write_files: not a file path: {path!r}")
+            name = member_name(path)
             if not isinstance(content, (bytes, bytearray)):
                 raise SandboxError(
                     f"write_files: content of {path} must be bytes, got {type(content).__name__}"
                 )
             info = tarfile.TarInfo(name)
             info.size = len(content)
-            info.mode = 0o644
+            info.mode = 0o755 if path in executable else 0o644
             info.mtime = now
             tar.addfile(info, io.BytesIO(bytes(content)))
     return buf.getvalue()
+
+
+def member_name(path: str) -> str:
+    """``/a/b`` -> ``a/b``: a sandbox path as written, relative to ``/``.
+
+    Raises:
+        SandboxError: not an absolute path below ``/``.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise SandboxError(f"write_files: path must be absolute, got {path!r}")
+    name = os.path.normpath(path).lstrip("/")
+    if not name or name.startswith(".."):
+        raise SandboxError(f"write_files: not a file path: {path!r}")
+    return name

@@ -38,6 +38,7 @@ import secrets
 import threading
 import time
 import weakref
+from collections.abc import Collection
 from typing import Any, Mapping
 
 from pytest_skillcourt.sandbox.base import (
@@ -398,14 +399,15 @@ class DockerSandbox(Sandbox):
             stdout_bytes_dropped=dropped[0] if binary else 0,
         )
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
+    def write_files(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                    dirs: Collection[str] = ()) -> None:
         import docker.errors
 
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: write after close")
-        if not files:
+        if not files and not dirs:
             return
-        data = tar_of_files(files)
+        data = tar_of_files(files, executable=executable, dirs=dirs)
         try:
             ok = self._api.put_archive(self.id, "/", data)
         except docker.errors.NotFound as exc:  # the container is gone

@@ -62,6 +62,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -84,6 +85,7 @@ from pytest_skillcourt.sandbox.base import (
     SandboxUnavailable,
     agent_mounts,
     make_gateway_dir,
+    member_name,
     read_via_exec,
     render_output,
     tar_of_files,
@@ -128,6 +130,9 @@ SYNTH_ETC = {
     "hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
     "hostname": "sandbox\n",
 }
+
+#: What a refused write says: where the local backend can write.
+WRITABLE_NOTE = "only /workspace, /root and /tmp are writable in the local backend"
 
 #: The modes of the sandbox's own top folders.  The jail has no capabilities,
 #: so an agent that ran ``chmod 000 /workspace`` would lock every later exec
@@ -291,6 +296,8 @@ class LocalSandbox(Sandbox):
         self.spec = spec
         self._uid = _run_as_uid()
         self._closed = False
+        #: No exec has run yet: writes go straight to the host folders (``_write_on_host``).
+        self._fresh = True
         self._close_lock = threading.Lock()
         hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_")[:40]
         self.host_dir = tempfile.mkdtemp(prefix=DIR_PREFIX + (hint + "-" if hint else ""))
@@ -429,6 +436,7 @@ class LocalSandbox(Sandbox):
         binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
         self._reset_top_modes()
+        self._fresh = False  # from now on something of the sandbox may have run
         kwargs: dict = {}
         if self._uid is not None:
             kwargs = {"user": self._uid, "group": self._uid, "extra_groups": []}
@@ -495,10 +503,16 @@ class LocalSandbox(Sandbox):
             except OSError:
                 continue  # gone or odd: bwrap says so when it binds it
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
-        if not files:
+    def write_files(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                    dirs: Collection[str] = ()) -> None:
+        if self._closed:
+            raise SandboxError(f"local sandbox {self.name}: write after close")
+        if not files and not dirs:
             return
-        data = tar_of_files(files)
+        if self._fresh:
+            self._write_on_host(files, executable, dirs)
+            return
+        data = tar_of_files(files, executable=executable, dirs=dirs)
         result = self._run(
             self._argv("tar -x -m -f - -C /", 120, self._env(None)), env=self._env(None),
             timeout=120, stdin=data, output_limit=DEFAULT_OUTPUT_LIMIT, binary=False,
@@ -512,8 +526,63 @@ class LocalSandbox(Sandbox):
                 f"local sandbox {self.name}: writing {sorted(files)} "
                 f"{'was refused' if refused else 'failed'} "
                 f"(exit {result.exit_code}): {reason} "
-                "(only /workspace, /root and /tmp are writable in the local backend)"
+                f"({WRITABLE_NOTE})"
             )
+
+    def _write_on_host(self, files: Mapping[str, bytes], executable: Collection[str],
+                       dirs: Collection[str]) -> None:
+        """Write into a sandbox no exec has run in yet, from the host, without a process.
+
+        Nothing of the sandbox has run, so every folder under its top folders was
+        made here and holds no link to follow; what is written is what
+        ``tar_of_files`` would give inside (modes 0644 / 0755, owned by the
+        jail's root), and a path outside ``/workspace``, ``/root`` and ``/tmp``
+        is refused as the read-only jail would refuse it."""
+        for path in dirs:
+            self._host_dirs(path, member_name(path).split("/"))
+        for path, content in files.items():
+            parts = member_name(path).split("/")
+            if not isinstance(content, (bytes, bytearray)):
+                raise SandboxError(
+                    f"write_files: content of {path} must be bytes, got {type(content).__name__}")
+            if len(parts) < 2:
+                raise self._refused(files, path, "not a file in a writable folder")
+            host = self._host_dirs(path, parts[:-1])
+            target = os.path.join(host, parts[-1])
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except OSError as err:
+                raise self._refused(files, path, err.strerror or str(err)) from err
+            try:
+                with os.fdopen(fd, "wb", closefd=False) as fh:
+                    fh.write(content)
+                os.fchmod(fd, 0o755 if path in executable else 0o644)
+                if self._uid is not None:
+                    os.fchown(fd, self._uid, self._uid)
+            finally:
+                os.close(fd)
+
+    def _host_dirs(self, path: str, parts: list[str]) -> str:
+        """The host folder of ``parts`` (``["workspace", "a", "b"]``), made as tar would."""
+        if parts[0] not in TOP_MODES:
+            raise self._refused({path: b""}, path, "read-only file system")
+        host = os.path.join(self.host_dir, parts[0])
+        for part in parts[1:]:
+            host = os.path.join(host, part)
+            try:
+                os.mkdir(host, 0o755)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(host).st_mode):
+                    raise self._refused({path: b""}, path, f"{part} is not a folder") from None
+                continue
+            os.chmod(host, 0o755)  # what the umask took off
+            if self._uid is not None:
+                os.chown(host, self._uid, self._uid)
+        return host
+
+    def _refused(self, files: Mapping[str, bytes], path: str, why: str) -> PathRefused:
+        return PathRefused(f"local sandbox {self.name}: writing {sorted(files)} was refused: "
+                           f"{path}: {why} ({WRITABLE_NOTE})")
 
     def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:
         if self._closed:
