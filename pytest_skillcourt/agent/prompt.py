@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from ..skills import Skill, offered
 from .tools import TOOLSETS
@@ -71,11 +72,16 @@ def index_categories(visible: Iterable[Skill], hidden: Iterable[str] = ()) -> li
     return out
 
 
-def render_system_prompt(visible: Iterable[Skill], hidden: Iterable[str] = ()) -> str:
-    """Render the system prompt listing the ``visible`` skills Hermes would list."""
+@lru_cache(maxsize=1)
+def _template() -> Any:
+    """The compiled template: compiled once per process (a compile costs more than a render)."""
     import jinja2
 
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=False, autoescape=False,
                              keep_trailing_newline=False, undefined=jinja2.StrictUndefined)
-    template = env.from_string(_template_source())
-    return template.render(categories=index_categories(visible, hidden)).strip() + "\n"
+    return env.from_string(_template_source())
+
+
+def render_system_prompt(visible: Iterable[Skill], hidden: Iterable[str] = ()) -> str:
+    """Render the system prompt listing the ``visible`` skills Hermes would list."""
+    return _template().render(categories=index_categories(visible, hidden)).strip() + "\n"
