@@ -24,21 +24,21 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (15, 1): (True, 0.013207173126811467),  # hull: null 3.753%, +0.25 21.6%; expanded alone 5.133%, 22.4%
     (16, 1): (True, 0.013855570404766704),  # hull: null 3.712%, +0.25 22.6%; expanded alone 5.085%, 23.0%
     (17, 1): (True, 0.0144389849723075),  # hull: null 4.127%, +0.25 26.5%; expanded alone 5.067%, 26.8%
-    (18, 1): (True, 0.014966254465740958),  # hull: null 4.163%, +0.25 28.0%; expanded alone 5.035%, 28.2%
+    (18, 1): (True, 0.014966254465740847),  # hull: null 4.163%, +0.25 28.0%; expanded alone 5.035%, 28.2%
     (19, 1): (True, 0.015444791816291437),  # hull: null 4.183%, +0.25 29.5%; expanded alone 5.011%, 29.6%
-    (20, 1): (False, 0.015880829920348005),  # expanded: null 4.987%, +0.25 31.0%; expanded alone 4.987%, 31.0%
-    (21, 1): (False, 0.016279628592901385),  # expanded: null 4.968%, +0.25 32.3%; expanded alone 4.968%, 32.3%
-    (22, 1): (False, 0.016645645571930268),  # expanded: null 4.951%, +0.25 33.6%; expanded alone 4.951%, 33.6%
-    (23, 1): (False, 0.01698267624714478),  # expanded: null 4.934%, +0.25 34.8%; expanded alone 4.934%, 34.8%
-    (24, 1): (False, 0.017293967308914082),  # expanded: null 4.923%, +0.25 36.0%; expanded alone 4.923%, 36.0%
-    (25, 1): (False, 0.017582309108179428),  # expanded: null 4.909%, +0.25 37.1%; expanded alone 4.909%, 37.1%
+    (20, 1): (False, 0.01588082992034795),  # expanded: null 4.987%, +0.25 31.0%; expanded alone 4.987%, 31.0%
+    (21, 1): (False, 0.01627962859290133),  # expanded: null 4.968%, +0.25 32.3%; expanded alone 4.968%, 32.3%
+    (22, 1): (False, 0.016645645571930323),  # expanded: null 4.951%, +0.25 33.6%; expanded alone 4.951%, 33.6%
+    (23, 1): (False, 0.016982676247144723),  # expanded: null 4.934%, +0.25 34.8%; expanded alone 4.934%, 34.8%
+    (24, 1): (False, 0.017293967308914138),  # expanded: null 4.923%, +0.25 36.0%; expanded alone 4.923%, 36.0%
+    (25, 1): (False, 0.017582309108179373),  # expanded: null 4.909%, +0.25 37.1%; expanded alone 4.909%, 37.1%
     (26, 1): (False, 0.01785011082092347),  # expanded: null 4.896%, +0.25 38.3%; expanded alone 4.896%, 38.3%
     (27, 1): (False, 0.018099461787492),  # expanded: null 4.888%, +0.25 39.3%; expanded alone 4.888%, 39.3%
-    (28, 1): (False, 0.018332181748552667),  # expanded: null 4.878%, +0.25 40.4%; expanded alone 4.878%, 40.4%
+    (28, 1): (False, 0.01833218174855261),  # expanded: null 4.878%, +0.25 40.4%; expanded alone 4.878%, 40.4%
     (29, 1): (False, 0.018549862154124908),  # expanded: null 4.868%, +0.25 41.5%; expanded alone 4.868%, 41.5%
-    (30, 1): (False, 0.018753900278220548),  # expanded: null 4.862%, +0.25 42.5%; expanded alone 4.862%, 42.5%
-    (31, 1): (False, 0.01894552751656642),  # expanded: null 4.855%, +0.25 43.6%; expanded alone 4.855%, 43.6%
-    (32, 1): (False, 0.01912583296347581),  # expanded: null 4.847%, +0.25 44.7%; expanded alone 4.847%, 44.7%
+    (30, 1): (False, 0.018753900278220492),  # expanded: null 4.862%, +0.25 42.5%; expanded alone 4.862%, 42.5%
+    (31, 1): (False, 0.018945527516566363),  # expanded: null 4.855%, +0.25 43.6%; expanded alone 4.855%, 43.6%
+    (32, 1): (False, 0.019125832963475864),  # expanded: null 4.847%, +0.25 44.7%; expanded alone 4.847%, 44.7%
     (33, 1): (False, 0.01929578314185354),  # expanded: null 4.844%, +0.25 45.8%; expanded alone 4.844%, 45.8%
     (34, 1): (False, 0.019456238585301433),  # expanded: null 4.837%, +0.25 47.0%; expanded alone 4.837%, 47.0%
     (35, 1): (False, 0.019607967833267792),  # expanded: null 4.833%, +0.25 48.2%; expanded alone 4.833%, 48.2%
@@ -46,12 +46,12 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (37, 1): (False, 0.01988793132073463),  # expanded: null 4.824%, +0.25 50.7%; expanded alone 4.824%, 50.7%
     (38, 1): (False, 0.020017340858175914),  # expanded: null 4.819%, +0.25 51.9%; expanded alone 4.819%, 51.9%
     (39, 1): (False, 0.02014039080098351),  # expanded: null 4.815%, +0.25 53.2%; expanded alone 4.815%, 53.2%
-    (40, 1): (False, 0.02025753636284383),  # expanded: null 4.812%, +0.25 54.4%; expanded alone 4.812%, 54.4%
+    (40, 1): (False, 0.020257536362843886),  # expanded: null 4.812%, +0.25 54.4%; expanded alone 4.812%, 54.4%
     (3, 2): (True, 6.834137311617638e-08),  # hull: null 4.542%, +0.25 7.8%; expanded alone 6.870%, 14.0%
     (4, 2): (False, 0.00011903073915320306),  # expanded: null 2.427%, +0.25 7.2%; expanded alone 2.427%, 7.2%
     (5, 2): (False, 0.0009541005518824974),  # expanded: null 4.517%, +0.25 15.7%; expanded alone 4.517%, 15.7%
     (6, 2): (True, 0.0024318031746115576),  # hull: null 3.535%, +0.25 13.2%; expanded alone 5.796%, 21.2%
-    (7, 2): (True, 0.0041091538156371454),  # hull: null 4.037%, +0.25 17.2%; expanded alone 6.009%, 23.3%
+    (7, 2): (True, 0.0041091538156372565),  # hull: null 4.037%, +0.25 17.2%; expanded alone 6.009%, 23.3%
     (8, 2): (True, 0.005737520517029859),  # hull: null 2.888%, +0.25 17.7%; expanded alone 5.652%, 23.7%
     (9, 2): (True, 0.007224819183153985),  # hull: null 3.156%, +0.25 21.3%; expanded alone 5.437%, 24.8%
     (10, 2): (True, 0.008550639024406392),  # hull: null 3.438%, +0.25 25.8%; expanded alone 5.273%, 27.7%
@@ -62,14 +62,14 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (15, 2): (True, 0.013207173126811467),  # hull: null 3.675%, +0.25 39.9%; expanded alone 5.027%, 40.3%
     (16, 2): (False, 0.013855570404766704),  # expanded: null 4.994%, +0.25 42.9%; expanded alone 4.994%, 42.9%
     (17, 2): (False, 0.0144389849723075),  # expanded: null 4.974%, +0.25 45.9%; expanded alone 4.974%, 45.9%
-    (18, 2): (False, 0.014966254465740958),  # expanded: null 4.952%, +0.25 48.5%; expanded alone 4.952%, 48.5%
+    (18, 2): (False, 0.014966254465740847),  # expanded: null 4.952%, +0.25 48.5%; expanded alone 4.952%, 48.5%
     (19, 2): (False, 0.015444791816291437),  # expanded: null 4.932%, +0.25 51.2%; expanded alone 4.932%, 51.2%
-    (20, 2): (False, 0.015880829920348005),  # expanded: null 4.919%, +0.25 54.0%; expanded alone 4.919%, 54.0%
+    (20, 2): (False, 0.01588082992034795),  # expanded: null 4.919%, +0.25 54.0%; expanded alone 4.919%, 54.0%
     (3, 3): (True, 6.834137311617638e-08),  # hull: null 4.617%, +0.25 9.8%; expanded alone 8.649%, 21.2%
     (4, 3): (False, 0.00011903073915320306),  # expanded: null 3.111%, +0.25 12.6%; expanded alone 3.111%, 12.6%
     (5, 3): (True, 0.0009541005518824974),  # hull: null 4.939%, +0.25 20.4%; expanded alone 5.516%, 23.8%
     (6, 3): (True, 0.0024318031746115576),  # hull: null 3.419%, +0.25 19.0%; expanded alone 6.353%, 28.7%
-    (7, 3): (True, 0.0041091538156371454),  # hull: null 3.783%, +0.25 24.2%; expanded alone 5.975%, 30.0%
+    (7, 3): (True, 0.0041091538156372565),  # hull: null 3.783%, +0.25 24.2%; expanded alone 5.975%, 30.0%
     (8, 3): (True, 0.005737520517029859),  # hull: null 3.234%, +0.25 28.0%; expanded alone 5.602%, 32.1%
     (9, 3): (True, 0.007224819183153985),  # hull: null 3.484%, +0.25 33.1%; expanded alone 5.396%, 35.0%
     (10, 3): (True, 0.008550639024406392),  # hull: null 3.693%, +0.25 37.4%; expanded alone 5.256%, 39.5%
@@ -80,14 +80,14 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (15, 3): (True, 0.013207173126811467),  # hull: null 3.798%, +0.25 56.9%; expanded alone 5.011%, 57.9%
     (16, 3): (False, 0.013855570404766704),  # expanded: null 4.978%, +0.25 61.0%; expanded alone 4.978%, 61.0%
     (17, 3): (False, 0.0144389849723075),  # expanded: null 4.959%, +0.25 64.0%; expanded alone 4.959%, 64.0%
-    (18, 3): (False, 0.014966254465740958),  # expanded: null 4.938%, +0.25 66.9%; expanded alone 4.938%, 66.9%
+    (18, 3): (False, 0.014966254465740847),  # expanded: null 4.938%, +0.25 66.9%; expanded alone 4.938%, 66.9%
     (19, 3): (False, 0.015444791816291437),  # expanded: null 4.919%, +0.25 69.9%; expanded alone 4.919%, 69.9%
-    (20, 3): (False, 0.015880829920348005),  # expanded: null 4.910%, +0.25 72.5%; expanded alone 4.910%, 72.5%
+    (20, 3): (False, 0.01588082992034795),  # expanded: null 4.910%, +0.25 72.5%; expanded alone 4.910%, 72.5%
     (3, 4): (True, 6.834137311617638e-08),  # hull: null 4.643%, +0.25 11.6%; expanded alone 9.973%, 27.6%
     (4, 4): (False, 0.00011903073915320306),  # expanded: null 3.701%, +0.25 18.0%; expanded alone 3.701%, 18.0%
     (5, 4): (True, 0.0009541005518824974),  # hull: null 4.982%, +0.25 24.3%; expanded alone 6.146%, 30.7%
     (6, 4): (True, 0.0024318031746115576),  # hull: null 3.438%, +0.25 24.9%; expanded alone 6.513%, 34.7%
-    (7, 4): (True, 0.0041091538156371454),  # hull: null 3.742%, +0.25 31.6%; expanded alone 5.943%, 36.8%
+    (7, 4): (True, 0.0041091538156372565),  # hull: null 3.742%, +0.25 31.6%; expanded alone 5.943%, 36.8%
     (8, 4): (True, 0.005737520517029859),  # hull: null 3.521%, +0.25 37.6%; expanded alone 5.586%, 40.8%
     (9, 4): (True, 0.007224819183153985),  # hull: null 3.751%, +0.25 43.6%; expanded alone 5.383%, 45.2%
     (10, 4): (True, 0.008550639024406392),  # hull: null 3.769%, +0.25 47.9%; expanded alone 5.251%, 50.1%
@@ -98,14 +98,14 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (15, 4): (True, 0.013207173126811467),  # hull: null 3.914%, +0.25 70.1%; expanded alone 5.008%, 71.0%
     (16, 4): (False, 0.013855570404766704),  # expanded: null 4.978%, +0.25 74.2%; expanded alone 4.978%, 74.2%
     (17, 4): (False, 0.0144389849723075),  # expanded: null 4.953%, +0.25 77.1%; expanded alone 4.953%, 77.1%
-    (18, 4): (False, 0.014966254465740958),  # expanded: null 4.897%, +0.25 79.8%; expanded alone 4.897%, 79.8%
+    (18, 4): (False, 0.014966254465740847),  # expanded: null 4.897%, +0.25 79.8%; expanded alone 4.897%, 79.8%
     (19, 4): (False, 0.015444791816291437),  # expanded: null 4.818%, +0.25 82.3%; expanded alone 4.818%, 82.3%
-    (20, 4): (False, 0.015880829920348005),  # expanded: null 4.750%, +0.25 84.5%; expanded alone 4.750%, 84.5%
+    (20, 4): (False, 0.01588082992034795),  # expanded: null 4.750%, +0.25 84.5%; expanded alone 4.750%, 84.5%
     (3, 5): (True, 6.834137311617638e-08),  # hull: null 4.639%, +0.25 13.2%; expanded alone 11.000%, 33.5%
     (4, 5): (False, 0.00011903073915320306),  # expanded: null 4.190%, +0.25 23.2%; expanded alone 4.190%, 23.2%
     (5, 5): (True, 0.0009541005518824974),  # hull: null 4.936%, +0.25 28.2%; expanded alone 6.573%, 36.8%
     (6, 5): (True, 0.0024318031746115576),  # hull: null 3.500%, +0.25 30.8%; expanded alone 6.540%, 40.0%
-    (7, 5): (True, 0.0041091538156371454),  # hull: null 3.767%, +0.25 38.8%; expanded alone 5.930%, 43.6%
+    (7, 5): (True, 0.0041091538156372565),  # hull: null 3.767%, +0.25 38.8%; expanded alone 5.930%, 43.6%
     (8, 5): (True, 0.005737520517029859),  # hull: null 3.716%, +0.25 45.9%; expanded alone 5.578%, 48.9%
     (9, 5): (True, 0.007224819183153985),  # hull: null 3.908%, +0.25 52.4%; expanded alone 5.379%, 54.2%
     (10, 5): (True, 0.008550639024406392),  # hull: null 3.815%, +0.25 57.5%; expanded alone 5.252%, 59.6%
@@ -116,7 +116,7 @@ CELLS: dict[tuple[int, int], tuple[bool, float]] = {
     (15, 5): (False, 0.013207173126811467),  # expanded: null 4.973%, +0.25 80.6%; expanded alone 4.973%, 80.6%
     (16, 5): (False, 0.013855570404766704),  # expanded: null 4.860%, +0.25 83.4%; expanded alone 4.860%, 83.4%
     (17, 5): (False, 0.0144389849723075),  # expanded: null 4.746%, +0.25 86.0%; expanded alone 4.746%, 86.0%
-    (18, 5): (False, 0.014966254465740958),  # expanded: null 4.618%, +0.25 88.1%; expanded alone 4.618%, 88.1%
+    (18, 5): (False, 0.014966254465740847),  # expanded: null 4.618%, +0.25 88.1%; expanded alone 4.618%, 88.1%
     (19, 5): (False, 0.015444791816291437),  # expanded: null 4.501%, +0.25 90.0%; expanded alone 4.501%, 90.0%
-    (20, 5): (False, 0.015880829920348005),  # expanded: null 4.465%, +0.25 91.6%; expanded alone 4.465%, 91.6%
+    (20, 5): (False, 0.01588082992034795),  # expanded: null 4.465%, +0.25 91.6%; expanded alone 4.465%, 91.6%
 }

@@ -84,13 +84,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
+import operator
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_skillcourt.stats.calibrated import CELLS
+from pytest_skillcourt.stats.student_t import t_isf
 
 if TYPE_CHECKING:
     import numpy as np
@@ -218,11 +222,28 @@ def seed_for(pairs: Sequence[PairOutcome]) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-@lru_cache(maxsize=512)
 def t_quantile(n: int, confidence: float) -> float:
-    from scipy import stats
+    """``t_{(1 - confidence)/2, n-1}``: the t quantile of a two-sided interval over n tasks.
 
-    return float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1))
+    Pure Python (``student_t.t_isf``), so a verdict does not import scipy; raises
+    ValueError naming the bad argument for n < 2 or a confidence outside (0, 1).
+    """
+    try:
+        tasks = operator.index(n)  # int and numpy integers; not 3.0
+    except TypeError:
+        tasks = 0
+    if isinstance(n, bool) or tasks < 2:
+        raise ValueError(f"t_quantile: n (tasks) must be an integer >= 2, got {n!r}; "
+                         f"a t interval over n tasks has n - 1 degrees of freedom")
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
+        raise ValueError(f"t_quantile: confidence must be in (0, 1), got {confidence!r}; "
+                         f"the product's default is 0.95")
+    return _t_quantile(tasks, float(confidence))
+
+
+@lru_cache(maxsize=512)
+def _t_quantile(n: int, confidence: float) -> float:
+    return t_isf((1 - confidence) / 2, n - 1)
 
 
 @lru_cache(maxsize=512)
@@ -341,8 +362,7 @@ def success_evidence(d: Sequence[float], reps: Sequence[int]) -> SuccessEvidence
     lat = 1
     for r in set(reps):
         lat = lat * r // math.gcd(lat, r)
-    if lat > MAX_LATTICE:
-        lat = MAX_LATTICE
+    lat = min(lat, MAX_LATTICE)
     k = np.rint(np.asarray(d, dtype=float) * lat).astype(int)
     pmf = np.bincount(k + lat, minlength=2 * lat + 1) / n
     mean = float(np.mean(d))
