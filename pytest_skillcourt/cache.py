@@ -20,6 +20,7 @@ from .agent.context import RunContext
 from .agent.prompt import template_hash
 from .agent.runner import get_runner
 from .records import RunRecord
+from .skills import bucket_digest
 
 
 def run_key(ctx: RunContext) -> str:
@@ -38,7 +39,6 @@ def run_key(ctx: RunContext) -> str:
     the transcript shows it reading does not matter: a shell command can read
     a file without naming it (``grep -rh PATTERN /root``).
     """
-    visible = {s.name: [s.category, s.description] for s in ctx.library.visible(ctx.hidden)}
     s = ctx.settings
     runner = get_runner(s.agent.value)
     parts: dict[str, Any] = {
@@ -49,7 +49,9 @@ def run_key(ctx: RunContext) -> str:
         "task": ctx.task.content_hash(ctx.suite.setup),
         "arm": ctx.arm,
         "skill": ctx.suite.skill,
-        "visible": visible,
+        # the visible skills' names, categories and descriptions, as one digest
+        # (``skills.bucket_digest``): the library's, less the hidden skills' entries
+        "visible": ctx.library.view_index.digest_without(ctx.hidden),
         "model": ctx.model.label,
         "base_url": ctx.model.base_url,
         "runner": f"{runner.name}/{runner.version}",
@@ -65,8 +67,10 @@ def run_key(ctx: RunContext) -> str:
 
 
 def reach_digest(reach: Mapping[str, str]) -> str:
-    """One digest of the skills a run could reach and their hashes (``RunRecord.reach``)."""
-    return "sha256:" + hashlib.sha256(json.dumps(sorted(reach.items())).encode()).hexdigest()
+    """One digest of the skills a run could reach and their hashes (``RunRecord.reach``):
+    ``skills.bucket_digest``, so that :func:`reach_of` gets it from the library's
+    digests without listing the reach."""
+    return bucket_digest(reach)
 
 
 def _reach(run: RunRecord) -> str:
@@ -106,13 +110,44 @@ def in_reach(ctx: RunContext) -> dict[str, str]:
     return {s.name: s.hash for s in ctx.library.skills if s.name in names}
 
 
-def still_valid(record: RunRecord, reach: Mapping[str, str]) -> bool:
+def out_of_reach(ctx: RunContext) -> frozenset[str]:
+    """The library's skills outside the reach of the run of ``ctx``.
+
+    A runner that says so itself (``skills_out_of_reach(ctx)``, a few names) is
+    asked; else its ``Runner.skills_in_reach`` is, once per library, runner and
+    hidden set (what that answer depends on for every registered runner:
+    ``tests/unit/test_cache_scale.py`` checks it), since listing a library of
+    thousands of skills for each of its thousands of runs would make a session
+    quadratic.
+    """
+    runner = get_runner(ctx.settings.agent.value)
+    direct = getattr(runner, "skills_out_of_reach", None)
+    if direct is not None:
+        return frozenset(direct(ctx))
+    memo = ctx.library.reach_answers
+    key = (runner.name, runner.version, ctx.hidden)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = ctx.library.name_set - runner.skills_in_reach(ctx)
+    return found
+
+
+def reach_of(ctx: RunContext) -> str:
+    """``reach_digest(in_reach(ctx))``, from the library's digests (no listing of the
+    library per run: a session stays linear in its runs)."""
+    return ctx.library.reach_index.digest_without(out_of_reach(ctx))
+
+
+def still_valid(record: RunRecord, reach: Mapping[str, str] | str) -> bool:
     """A cached run holds while the skills within its reach are exactly ``reach``
-    (name and hash), as :func:`in_reach` gives them for the run about to be made.
+    (name and hash), as :func:`in_reach` gives them for the run about to be made, or
+    its digest as :func:`reach_of` gives it.
 
     Safe by construction: any change to the files of a skill the run could have
     read (or a skill newly placed where it could read it) replays it, whether
     or not its transcript shows a read.  A run recorded before this rule
     (``reach`` None) is never reused.
     """
-    return record.reach is not None and record.reach == reach_digest(reach)
+    if record.reach is None:
+        return False
+    return record.reach == (reach if isinstance(reach, str) else reach_digest(reach))

@@ -36,12 +36,14 @@ the skill is never left out without a word.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sys
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +316,66 @@ class SkillProblem:
     message: str  # the whole readable reason, with the path and the fix
 
 
+#: Buckets of a :func:`bucket_digest`: a change to one entry rehashes one bucket.
+DIGEST_BUCKETS = 256
+
+
+def _bucket_of(name: str) -> int:
+    return hashlib.sha256(name.encode()).digest()[0] % DIGEST_BUCKETS
+
+
+def _entry_bytes(name: str, value: Any) -> bytes:
+    # one JSON line: JSON escapes newlines, so the lines cannot run into each other
+    return json.dumps([name, value], sort_keys=True).encode() + b"\n"
+
+
+def _outer(bucket_digests: Iterable[bytes]) -> str:
+    return "sha256:" + hashlib.sha256(b"".join(bucket_digests)).hexdigest()
+
+
+def bucket_digest(entries: Mapping[str, Any]) -> str:
+    """One sha256 digest of ``entries`` (name -> a JSON value), a function of the entries
+    alone (not of their order): each name goes to one of ``DIGEST_BUCKETS`` buckets by
+    the hash of the name, each bucket's entries (sorted) are hashed, and the bucket
+    digests are hashed in bucket order.  :class:`DigestIndex` gives the digest of a
+    library less a few names in time proportional to those few buckets, which keeps a
+    session of a library of thousands of skills linear (docs/architecture.md, "Libraries
+    of thousands of skills")."""
+    return DigestIndex(entries).digest_without(())
+
+
+class DigestIndex:
+    """The :func:`bucket_digest` of a fixed mapping, and of it less some names, remembered."""
+
+    def __init__(self, entries: Mapping[str, Any]) -> None:
+        buckets: list[list[tuple[str, bytes]]] = [[] for _ in range(DIGEST_BUCKETS)]
+        for name, value in entries.items():
+            buckets[_bucket_of(name)].append((name, _entry_bytes(name, value)))
+        self._buckets = [sorted(b) for b in buckets]
+        self._digests = [self._inner(b, frozenset()) for b in self._buckets]
+        self._bucket = {name: _bucket_of(name) for name in entries}
+        self._memo: dict[frozenset[str], str] = {}
+
+    @staticmethod
+    def _inner(bucket: list[tuple[str, bytes]], leave_out: frozenset[str]) -> bytes:
+        digest = hashlib.sha256()
+        for name, line in bucket:
+            if name not in leave_out:
+                digest.update(line)
+        return digest.digest()
+
+    def digest_without(self, names: Iterable[str]) -> str:
+        """The digest of the entries less ``names`` (names not among them are ignored)."""
+        gone = frozenset(n for n in names if n in self._bucket)
+        found = self._memo.get(gone)
+        if found is None:
+            digests = list(self._digests)
+            for b in {self._bucket[n] for n in gone}:
+                digests[b] = self._inner(self._buckets[b], gone)
+            found = self._memo[gone] = _outer(digests)
+        return found
+
+
 @dataclass(frozen=True)
 class Library:
     """A folder of skills, in a stable order (by name)."""
@@ -324,17 +386,43 @@ class Library:
     #: Category -> its DESCRIPTION.md's description (Hermes' index shows it beside the category).
     category_descriptions: Mapping[str, str] = field(default_factory=dict, compare=False)
 
+    @cached_property
+    def _by_name(self) -> dict[str, Skill]:
+        return {s.name: s for s in self.skills}
+
+    @cached_property
+    def name_set(self) -> frozenset[str]:
+        """The skills' names, for membership tests (one set per library)."""
+        return frozenset(self._by_name)
+
+    @cached_property
+    def reach_index(self) -> DigestIndex:
+        """Every skill's name and hash, digested by :class:`DigestIndex` (the run cache's
+        reach, ``cache.reach_digest``)."""
+        return DigestIndex({s.name: s.hash for s in self.skills})
+
+    @cached_property
+    def view_index(self) -> DigestIndex:
+        """What every run sees of each skill (name, category, description), digested by
+        :class:`DigestIndex` (part of the run key, ``cache.run_key``)."""
+        return DigestIndex({s.name: [s.category, s.description] for s in self.skills})
+
+    @cached_property
+    def reach_answers(self) -> dict[tuple[str, str, frozenset[str]], frozenset[str]]:
+        """(runner, version, hidden) -> the skills out of that runner's reach in this
+        library, as ``cache.out_of_reach`` remembers them."""
+        return {}
+
     def get(self, name: str) -> Skill | None:
-        for skill in self.skills:
-            if skill.name == name:
-                return skill
-        return None
+        return self._by_name.get(name)
 
     def names(self) -> list[str]:
         return [s.name for s in self.skills]
 
     def visible(self, hidden: Iterable[str]) -> tuple[Skill, ...]:
         hide = set(hidden)
+        if hide.isdisjoint(self._by_name):  # the usual "with" arm: the whole library
+            return self.skills
         return tuple(s for s in self.skills if s.name not in hide)
 
     def broken(self) -> dict[str, str]:
