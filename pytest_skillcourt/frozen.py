@@ -102,6 +102,11 @@ class SuiteReader:
         self._commit: str | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._extracted: dict[str, Path] = {}
+        #: folder -> its git work tree's top (None: none), asked once per folder
+        self._tops: dict[Path, Path | None] = {}
+        #: work tree top -> the paths ``git status`` lists as changed and every folder
+        #: above them (``a/``, ``a/b/``); None: it failed
+        self._changed: dict[Path, frozenset[str] | None] = {}
         if ref is not None:
             self._resolve(ref)
 
@@ -133,7 +138,7 @@ class SuiteReader:
                 is not at ``ref`` while its skill is.
         """
         path = Path(path)
-        working = load_suite(path, library.names(), library.broken())
+        working = load_suite(path, library.name_set, library.broken())
         if self.ref is None:
             return working, SuiteSource(changed_with_skill=self._changed_with_skill(path, working, library))
         assert self._top is not None and self._commit is not None
@@ -151,7 +156,7 @@ class SuiteReader:
             return working, SuiteSource(kind=NEW, ref=self.ref, commit=self._commit)
         copy = self._extract(rel)
         try:
-            frozen = load_suite(copy, library.names(), library.broken())
+            frozen = load_suite(copy, library.name_set, library.broken())
         except SuiteError as err:
             raise SuiteError(path, f"as of {self.ref} ({self._commit[:12]}): "
                                    f"{str(err).split(': ', 1)[-1]}", line=err.line) from err
@@ -184,24 +189,48 @@ class SuiteReader:
                 self._extracted[folder] = out
         return self._extracted[folder] / rel
 
+    def _top_of(self, folder: Path) -> Path | None:
+        """:func:`git_top` of ``folder``, asked once per folder of the session."""
+        with self._lock:
+            if folder not in self._tops:
+                self._tops[folder] = git_top(folder)
+            return self._tops[folder]
+
+    def _changed_paths(self, top: Path) -> frozenset[str] | None:
+        """Every path ``git status`` lists in the work tree ``top`` (modified, added,
+        untracked; relative to ``top``) and the folders above them: one ``git status``
+        per session, not one per suite."""
+        with self._lock:
+            if top not in self._changed:
+                try:
+                    done = _git(top, "status", "--porcelain", "--untracked-files=all")
+                except (OSError, subprocess.TimeoutExpired):
+                    done = None
+                if done is None or done.returncode != 0:
+                    self._changed[top] = None
+                else:
+                    found: set[str] = set()
+                    for line in done.stdout.splitlines():
+                        if len(line) > 3:
+                            changed = line[3:].split(" -> ")[-1].strip().strip('"')
+                            parts = changed.split("/")
+                            found.add(changed)
+                            found.update("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+                    self._changed[top] = frozenset(found)
+            return self._changed[top]
+
     def _changed_with_skill(self, path: Path, suite: Suite, library: Library) -> bool:
         """Both the suite and its skill's folder differ from HEAD (modified, added, untracked)."""
         skill = library.get(suite.skill)
-        top = git_top(path.parent)
+        top = self._top_of(path.parent)
         if skill is None or top is None:
             return False
-        try:
-            done = _git(top, "status", "--porcelain", "--untracked-files=all", "--",
-                        str(path.resolve()), str(skill.folder.resolve()))
-        except (OSError, subprocess.TimeoutExpired):
+        changed = self._changed_paths(top)
+        if changed is None:
             return False
-        if done.returncode != 0:
-            return False
-        changed = [line[3:].split(" -> ")[-1].strip().strip('"') for line in done.stdout.splitlines()
-                   if len(line) > 3]
         try:
             suite_rel = path.resolve().relative_to(top).as_posix()
             skill_rel = skill.folder.resolve().relative_to(top).as_posix() + "/"
         except ValueError:  # the library is outside this work tree
             return False
-        return suite_rel in changed and any(c.startswith(skill_rel) for c in changed)
+        return suite_rel in changed and skill_rel in changed  # a folder: a file below it changed

@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
@@ -160,7 +161,7 @@ def _value_of(node: Any) -> Any:
     return SafeConstructor().construct_object(node, deep=True)
 
 
-def load_suite(path: Path, skill_names: list[str] | None = None,
+def load_suite(path: Path, skill_names: Collection[str] | None = None,
                broken: Mapping[str, str] | None = None) -> Suite:
     """Parse and validate one suite file.
 
@@ -207,9 +208,10 @@ def load_suite(path: Path, skill_names: list[str] | None = None,
         raise fail(f"the skill {skill!r} is left out of the library: {broken[skill]}",
                    "skill", field="skill")
     if skill_names is not None and skill not in skill_names:
-        close = difflib.get_close_matches(skill, skill_names, n=1)
+        names = sorted(skill_names) if isinstance(skill_names, (set, frozenset)) else list(skill_names)
+        close = difflib.get_close_matches(skill, names, n=1)
         known = f"did you mean {close[0]!r}?" if close else (
-            f"known skills: {', '.join(skill_names)}" if skill_names else "the library is empty")
+            f"known skills: {', '.join(names)}" if names else "the library is empty")
         raise fail(f"no skill named {skill!r} in the library; {known}", "skill", field="skill")
 
     image = data.get("image")

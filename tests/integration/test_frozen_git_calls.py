@@ -1,0 +1,73 @@
+"""Reading a library's suites asks git once per session, not once per suite (docs/architecture.md,
+"Libraries of thousands of skills").
+
+Without ``--skill-court-checks-from`` each suite's verdict says whether the suite changed
+together with its skill (README "Frozen checks"); that answer comes from one ``git
+status`` of the work tree and one ``git rev-parse`` per suite folder, where it was two
+processes per suite (a library of 2,000 skills spent most of its collection in them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_skillcourt import frozen
+from pytest_skillcourt.frozen import SuiteReader
+from pytest_skillcourt.skills import load_library
+from tests.support.builders import task, write_skill, write_suite
+
+SKILLS = 6
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=court", "-c", "user.email=c@example.org", *args],
+                   check=True, capture_output=True)
+
+
+def project(root: Path) -> list[Path]:
+    suites = []
+    for i in range(SKILLS):
+        name = f"skill-{i}"
+        write_skill(root / "skills", name, f"Tip {i}")
+        suites.append(write_suite(root, name, [task("t1", "Question 1: give the total.", "true")]))
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return suites
+
+
+def test_one_git_status_per_session_and_the_same_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suites = project(tmp_path)
+    # skill-1: suite and skill both changed; skill-2: only the skill; skill-3: only the suite;
+    # skill-4: a new untracked file in the skill's folder and the suite changed
+    for i in (1, 2):
+        (tmp_path / "skills" / f"skill-{i}" / "SKILL.md").write_text(
+            f"---\nname: skill-{i}\ndescription: Tip {i}, edited\n---\nbody\n")
+    for i in (1, 3, 4):
+        suites[i].write_text(suites[i].read_text() + "\n# edited\n")
+    (tmp_path / "skills" / "skill-4" / "notes.md").write_text("new\n")
+    calls: list[tuple[str, ...]] = []
+    real = frozen._git
+
+    def counting(top: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess[object]:
+        calls.append(args)
+        return real(top, *args, binary=binary)
+
+    monkeypatch.setattr(frozen, "_git", counting)
+    library = load_library(tmp_path / "skills")
+    reader = SuiteReader(tmp_path, None)
+    changed = {p.stem: reader.read(p, library)[1].changed_with_skill for p in suites}
+    assert changed == {"skill-0": False, "skill-1": True, "skill-2": False, "skill-3": False,
+                       "skill-4": True, "skill-5": False}
+    assert [c[0] for c in calls].count("status") == 1
+    assert [c[0] for c in calls].count("rev-parse") == 1  # every suite is in one folder
+
+
+def test_outside_git_nothing_changed_together(tmp_path: Path) -> None:
+    write_skill(tmp_path / "skills", "skill-0", "Tip")
+    suite = write_suite(tmp_path, "skill-0", [task("t1", "Question 1: give the total.", "true")])
+    reader = SuiteReader(tmp_path, None)
+    assert reader.read(suite, load_library(tmp_path / "skills"))[1].changed_with_skill is False
