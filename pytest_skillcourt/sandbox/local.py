@@ -202,6 +202,29 @@ def _run_as_uid() -> int | None:
     return 1_000_000 + secrets.randbelow(1_000_000_000)
 
 
+def unreachable_for(uid: int, path: str, *, file: bool) -> str:
+    """"" when user ``uid`` (a jail's unprivileged user: no host group, owns nothing here)
+    can reach ``path`` (enter every folder above it; read it too when ``file``), else
+    the readable reason with the fix."""
+    real = os.path.realpath(path)
+    parts = real.strip("/").split("/")
+    folders = ["/" + "/".join(parts[:i]) for i in range(len(parts))]
+    for folder in folders if file else [*folders, real]:
+        try:
+            st = os.stat(folder)
+        except OSError as err:
+            return f"{folder} cannot be read: {err.strerror}"
+        if st.st_uid != uid and not st.st_mode & stat.S_IXOTH:
+            return (f"{real} is under {folder} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}), "
+                    f"which the jail's own user (uid {uid}, never root) cannot enter")
+    if file:
+        st = os.stat(real)
+        if not st.st_mode & stat.S_IROTH:
+            return (f"{real} (mode {stat.S_IMODE(st.st_mode):04o}) cannot be read by the jail's own user "
+                    f"(uid {uid}, never root)")
+    return ""
+
+
 def probe() -> str:
     """Return "" when bwrap can build our jail here, else why not (cached).
 
@@ -318,6 +341,8 @@ class LocalSandbox(Sandbox):
                 os.chmod(self.host_dir, 0o700)
                 for sub in ("", "workspace", "root", "tmp", "etc"):
                     os.chown(os.path.join(self.host_dir, sub), self._uid, self._uid)
+            if self._uid is not None:
+                self._check_reachable(agent_mounts(spec))
             self._mounts = self._agent_mounts(agent_mounts(spec))
             if spec.gateway:
                 self.gateway_dir = os.path.join(self.host_dir, "gateway")
@@ -336,6 +361,27 @@ class LocalSandbox(Sandbox):
             raise
 
     # -- jail construction -------------------------------------------------
+
+    def _check_reachable(self, files: list[tuple[str, str]]) -> None:
+        """As root the jail runs as a fresh unprivileged uid: it must be able to enter the
+        sandbox's own folder and read the agent's files, or bwrap fails with a bare
+        "Permission denied" on a path of its own.
+
+        Raises:
+            SandboxUnavailable: what it cannot reach, and the fix."""
+        assert self._uid is not None
+        why = unreachable_for(self._uid, self.host_dir, file=False)
+        if why:
+            raise SandboxUnavailable(
+                f"local sandbox: the sandbox folder {why}. Fix: point TMPDIR at a folder every "
+                "user can enter (`export TMPDIR=/tmp`), or `chmod o+x` the folders above it.")
+        for host, target in files:
+            why = unreachable_for(self._uid, host, file=True)
+            if why:
+                raise SandboxUnavailable(
+                    f"local sandbox: the agent's file for {target}: {why}. Fix: install the agent "
+                    "where every user can read it (not under a private home such as /root), or "
+                    "`chmod o+rx` the folders above it and `chmod o+r` the file.")
 
     def _agent_mounts(self, files: list[tuple[str, str]]) -> list[str]:
         """bwrap arguments mounting each agent file read-only, by an fd opened here."""
