@@ -19,10 +19,23 @@ import pytest
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.agent.runner import get_runner
-from pytest_skillcourt.cache import in_reach, out_of_reach, reach_digest, reach_of, run_key, still_valid
+from pytest_skillcourt.cache import (
+    in_reach,
+    out_of_reach,
+    reach_digest,
+    reach_of,
+    run_key,
+    still_valid,
+)
 from pytest_skillcourt.options import AgentChoice
 from pytest_skillcourt.records import ANSWERED
-from pytest_skillcourt.skills import DIGEST_BUCKETS, DigestIndex, Library, bucket_digest, load_library
+from pytest_skillcourt.skills import (
+    DIGEST_BUCKETS,
+    DigestIndex,
+    Library,
+    bucket_digest,
+    load_library,
+)
 from pytest_skillcourt.suite import Suite, Task
 from tests.support.builders import model_spec, run_record, settings, write_skill
 
