@@ -65,6 +65,10 @@ class Court(Protocol):
 
     def store(self) -> Store: ...
 
+    def runs_by_target(self) -> Mapping[tuple[str, str], Sequence[TrialRun]]:
+        """The runs this session's trial used, by (suite, model)."""
+        ...
+
     def suite(self, suite_rel: str) -> Suite: ...
 
     def suite_source(self, suite_rel: str) -> SuiteSource: ...
@@ -90,6 +94,22 @@ class Judged:
     judgments: dict[tuple[str, str, int], Judgment] = field(default_factory=dict)
     #: (target nodeid, task id, rep) -> USD of a judgment made in this session
     cost: dict[tuple[str, str, int], float] = field(default_factory=dict)
+
+    def of(self, nodeid: str) -> tuple[dict[tuple[str, int], Judgment], float]:
+        """The judgments of one target by (task id, rep), and what the fresh ones cost
+        (grouped once for every target: a lookup per target would be quadratic)."""
+        if self._grouped is None:
+            grouped: dict[str, tuple[dict[tuple[str, int], Judgment], float]] = {}
+            for (n, t, r), j in self.judgments.items():
+                grouped.setdefault(n, ({}, 0.0))[0][(t, r)] = j
+            for (n, _, _), c in self.cost.items():
+                mine, total = grouped.setdefault(n, ({}, 0.0))
+                grouped[n] = (mine, total + c)
+            self._grouped = grouped
+        return self._grouped.get(nodeid, ({}, 0.0))
+
+    _grouped: dict[str, tuple[dict[tuple[str, int], Judgment], float]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
 
 def judging_deadline(court: Court) -> float:
@@ -155,9 +175,9 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
     if not court.targets:
         return
     store = court.store()
+    by_target = court.runs_by_target()  # one query, not one per verdict
     used: dict[str, list[TrialRun]] = {
-        nodeid: store.trial_runs(court.trial, suite=t.suite_rel, model=t.model)
-        for nodeid, t in court.targets.items()}
+        nodeid: list(by_target.get((t.suite_rel, t.model), ())) for nodeid, t in court.targets.items()}
     try:
         judged = judge_pending(court, {n: [u.record for u in runs] for n, runs in used.items()})
     except Exception as err:  # the verdicts still come, without judged pairs
@@ -238,7 +258,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     s = court.settings
     suite = court.suite(target.suite_rel)
     skill = court.library().get(suite.skill)
-    mine = {(t, r): j for (n, t, r), j in judged.judgments.items() if n == target.nodeid}
+    mine, judged_cost = judged.of(target.nodeid)
     runs = [u.record for u in used]
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
                         if (w.task_id, w.rep) in mine else None)
@@ -257,7 +277,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     cached = sum(1 for u in used if u.cached)
     source = court.suite_source(target.suite_rel)
     spend = (sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial)
-             + sum(c for (n, _, _), c in judged.cost.items() if n == target.nodeid) + cause_cost)
+             + judged_cost + cause_cost)
     return Outcome(
         target=target, skill=suite.skill, verdict=verdict,
         skill_hash=skill.hash if skill else "", suite_hash=suite.hash,

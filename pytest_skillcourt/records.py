@@ -81,5 +81,11 @@ class RunRecord:
     @classmethod
     def from_json(cls, text: str) -> "RunRecord":
         data = json.loads(text)
-        known = {f.name for f in fields(cls)}
+        known = _FIELDS.get(cls)
+        if known is None:
+            known = _FIELDS[cls] = frozenset(f.name for f in fields(cls))
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+#: The field names of each record class, for :meth:`RunRecord.from_json` (asked once).
+_FIELDS: dict[type, frozenset[str]] = {}

@@ -24,7 +24,7 @@ from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
 from .agent.sandboxed import stop_gateway
-from .cache import in_reach, run_key, still_valid
+from .cache import reach_of, run_key, still_valid
 from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, verdicts_of_runs, with_settings
 from .concurrency import LockedStore, RunAhead
@@ -42,7 +42,7 @@ from .skills import Library, load_library
 from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
 from .store import Store, StoreError
 from .suite import Suite
-from .trial import Outcome, Target, TrialResult, group_pairs, pair_outcomes
+from .trial import Outcome, Target, TrialResult, TrialRun, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
@@ -121,14 +121,26 @@ class SkillCourt:
         self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
         #: suite files this process collected (none: the summary says how to add them)
         self.suite_files = 0
+        #: the run loop is over: no run is added to the trial after it
+        self._loop_done = False
+        self._rel: dict[str, str] = {}
+        self._root: Path | None = None
+        self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
 
     # -- shared state --------------------------------------------------------
 
     def rel(self, path: Path) -> str:
-        try:
-            return Path(path).resolve().relative_to(self.settings.rootdir.resolve()).as_posix()
-        except ValueError:
-            return Path(path).resolve().as_posix()
+        """``path`` as the session names it: resolved, relative to the rootdir when under it
+        (worked out once per path: each suite's path is asked for several times)."""
+        key = str(path)
+        found = self._rel.get(key)
+        if found is None:
+            if self._root is None:
+                self._root = self.settings.rootdir.resolve()
+            full = Path(path).resolve()
+            found = full.relative_to(self._root).as_posix() if full.is_relative_to(self._root) else full.as_posix()
+            self._rel[key] = found
+        return found
 
     def library(self) -> Library:
         if self._library is None:
@@ -175,6 +187,8 @@ class SkillCourt:
         with self._store_lock:
             if self._store is None:
                 store = Store(self.settings.store, check=not self.is_worker)
+                if not self.is_worker:  # no other worker waits for this process's marks
+                    store.hold_marks()
                 self._store = LockedStore(store) if self.settings.concurrency > 1 else store
             return self._store  # type: ignore[no-any-return]
 
@@ -432,20 +446,15 @@ class SkillCourt:
         ``pytest.skip`` when the budget or early stop says no run may start.  Thread-safe
         (``--skill-court-concurrency`` calls it from its threads)."""
         s = self.settings
-        suite, run = item.suite, item.run
+        run = item.run
         store = self.store()
         self._check_budget(store)
         if s.early_stop:
             self._check_early_stop(item)
-        image = suite.image or s.image
-        backend = self.resolve_backend()
-        ctx = RunContext(settings=s, library=self.library(), suite=suite, suite_rel=run.suite_rel,
-                         task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
-                         trial=self.trial, backend=backend, image=image,
-                         image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
+        ctx = self.run_context(item)
         key = run_key(ctx)
         record: RunRecord | None = None if s.fresh else store.cached_run(key)
-        if record is not None and not still_valid(record, in_reach(ctx)):
+        if record is not None and not still_valid(record, reach_of(ctx)):
             record = None  # a skill within its reach has changed since
         cached = record is not None
         if record is None:
@@ -456,6 +465,16 @@ class SkillCourt:
             raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: cancelled, the session stopped")
         store.record_run(record, trial=self.trial, cached=cached)
         return record, cached
+
+    def run_context(self, item: RunItem) -> RunContext:
+        """Everything the run of ``item`` depends on (its cache key comes from it)."""
+        s, suite, run = self.settings, item.suite, item.run
+        image = suite.image or s.image
+        store = self.store()
+        return RunContext(settings=s, library=self.library(), suite=suite, suite_rel=run.suite_rel,
+                          task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
+                          trial=self.trial, backend=self.resolve_backend(), image=image,
+                          image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
 
     def _outcome_of(self, item: RunItem, record: RunRecord, cached: bool) -> None:
         """The item's properties from its run, and its skip or failure."""
@@ -601,6 +620,7 @@ class SkillCourt:
         finally:
             if self._ahead is not None:
                 self._ahead.stop()
+            self._loop_done = True
         if not self.is_worker and not session.config.option.collectonly and self.settings.skills_dir.is_dir():
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             try:
@@ -627,7 +647,7 @@ class SkillCourt:
     def _check_answered(self) -> None:
         """A session whose runs all got no reply from the model decided nothing: say so
         loudly (and exit with ``EXIT_NO_ANSWER``) instead of a green INCONCLUSIVE."""
-        runs = [tr.record for tr in self.store().trial_runs(self.trial)]
+        runs = [tr.record for group in self.runs_by_target().values() for tr in group]
         if runs and all(r.status == NO_ANSWER for r in runs):
             self.never_answered = True
             self.errors.append(
@@ -722,7 +742,7 @@ class SkillCourt:
 
     def totals_line(self) -> str:
         """The session in one line: runs, cached, model calls, tokens, spend, wall time."""
-        runs = [tr for tr in self.store().trial_runs(self.trial)]
+        runs = [tr for group in self.runs_by_target().values() for tr in group]
         cached = sum(1 for tr in runs if tr.cached)
         calls = sum(tr.record.api_calls for tr in runs if not tr.cached)
         tokens = sum(tr.record.tokens for tr in runs)
@@ -760,12 +780,22 @@ class SkillCourt:
                          f"{' or '.join(s.suite_dirs)} (README: \"Writing suites\")")
         return lines
 
+    def runs_by_target(self) -> dict[tuple[str, str], list[TrialRun]]:
+        """This trial's runs by (suite, model), read once after the run loop (nothing adds
+        runs then) and before it every time."""
+        if self._final_runs is not None:
+            return self._final_runs
+        found = self.store().trial_runs_by_target(self.trial)
+        if self._loop_done:
+            self._final_runs = found
+        return found
+
     def result(self) -> TrialResult:
         """This session's trial as immutable values, for the reports."""
         s = self.settings
         store = self.store()
-        runs = {o.target.nodeid: tuple(store.trial_runs(self.trial, suite=o.target.suite_rel,
-                                                        model=o.target.model))
+        by_target = self.runs_by_target()
+        runs = {o.target.nodeid: tuple(by_target.get((o.target.suite_rel, o.target.model), ()))
                 for o in self.outcomes}
         prompts: dict[str, tuple[tuple[str, str], ...]] = {}
         checks: dict[str, tuple[tuple[str, str], ...]] = {}

@@ -110,6 +110,12 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
+_SPEND_SQL = "SELECT " + ", ".join(f"(SELECT COALESCE(SUM(cost_usd), 0) FROM {table} WHERE trial = ?)"
+                                   for table in ("runs", "judgments", "causes"))
+#: A run's use by a trial (``Store.record_run``).
+_MARK_SQL = ("INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
+             "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)")
 #: SQL condition on ``trial``: not a session that tried an appeal draft, unless that
 #: draft was applied (then its verdict is the skill's current one, until an undo).
 _NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
@@ -211,6 +217,8 @@ class Store:
         """
         self.path = Path(path)
         self.readonly = readonly
+        self._hold = False
+        self._marks: list[tuple[Any, ...]] = []
         existed = False
         try:
             if readonly:
@@ -272,10 +280,12 @@ class Store:
             raise damaged(self.path, f"integrity check: {first}{more}")
 
     def close(self) -> None:
-        """Fold the WAL into the database file and close: a copied court.db is then whole
-        (CI artifacts for ``skill-court merge`` are often just that one file)."""
+        """Write the held marks (:meth:`hold_marks`), fold the WAL into the database file
+        and close: a copied court.db is then whole (CI artifacts for ``skill-court merge``
+        are often just that one file)."""
         if not self.readonly:
             try:
+                self.flush_marks()
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except (sqlite3.Error, StoreError):  # another process is reading or writing: its
                 pass  # close checkpoints; a damaged file was already reported
@@ -331,7 +341,7 @@ class Store:
                        (trial, utc_now(), rootdir, json.dumps(list(argv)), skills_dir))
 
     def finish_trial(self, trial: str) -> None:
-        with self._write() as db:
+        with self._write_with_marks() as db:
             db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utc_now(), trial))
 
     def trial_info(self, trial: str) -> dict[str, Any] | None:
@@ -358,9 +368,46 @@ class Store:
             "ORDER BY created_at DESC, rowid DESC LIMIT 1", (cache_key,)).fetchone()
         return self._run(row[0]) if row else None
 
+    #: Marks of cached runs held before they are written together (:meth:`record_run`).
+    MARK_BATCH = 500
+
+    def hold_marks(self) -> None:
+        """From now on, keep the marks of runs reused from the cache (``trial_runs`` rows)
+        and write them together: every :data:`MARK_BATCH`, with the next fresh run,
+        before anything of this connection reads ``trial_runs``, and at
+        :meth:`flush_marks` and :meth:`close`.  Only for a session whose marks no
+        other process waits for (not an xdist worker: another worker's early stop
+        polls for them).  A fresh run is still written at once, in its own
+        transaction, so a crash never loses a run; it may lose the marks of cached
+        runs, whose records are in the store already (README "Store, cache and budget")."""
+        self._hold = True
+
+    def flush_marks(self) -> None:
+        """Write the held marks of cached runs, in one transaction."""
+        if self._marks:
+            with self._write_with_marks():
+                pass
+
+    @contextmanager
+    def _write_with_marks(self) -> Iterator[GuardedConnection]:
+        """:meth:`_write`, whose transaction also writes the held marks (kept when it rolls back)."""
+        with self._write() as db:
+            marks = list(self._marks)
+            for mark in marks:
+                db.execute(_MARK_SQL, mark)
+            yield db
+        del self._marks[:len(marks)]
+
     def record_run(self, record: RunRecord, *, trial: str, cached: bool) -> None:
         """Store a finished run (unless it came from the cache) and mark it used by ``trial``."""
-        with self._write() as db:
+        mark = (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
+                record.arm, record.rep, int(cached))
+        if cached and self._hold:
+            self._marks.append(mark)
+            if len(self._marks) >= self.MARK_BATCH:
+                self.flush_marks()
+            return
+        with self._write_with_marks() as db:
             if not cached:
                 db.execute(
                     "INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, "
@@ -371,13 +418,11 @@ class Store:
                      None if record.outcome is None else int(record.outcome), record.cost_usd,
                      int(record.priced), record.input_tokens, record.output_tokens,
                      int(record.cacheable), utc_now(), valid_text(record.to_json())))
-            db.execute(
-                "INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
-                "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)",
-                (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
-                 record.arm, record.rep, int(cached)))
+            db.execute(_MARK_SQL, mark)
 
     def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
+        """The runs ``trial`` used (of one suite, of one model), in the order of the table's key."""
+        self.flush_marks()
         sql = ("SELECT r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
                "WHERE t.trial = ?")
         params: list[Any] = [trial]
@@ -387,7 +432,16 @@ class Store:
         if model is not None:
             sql += " AND t.model = ?"
             params.append(model)
+        sql += " ORDER BY t.suite, t.task_id, t.arm, t.rep, t.model"  # the key's order: no sort
         return [TrialRun(self._run(d), bool(c)) for d, c in self._db.execute(sql, params)]
+
+    def trial_runs_by_target(self, trial: str) -> dict[tuple[str, str], list[TrialRun]]:
+        """The runs ``trial`` used, by (suite, model): one query where :meth:`trial_runs`
+        per target would be one per verdict."""
+        out: dict[tuple[str, str], list[TrialRun]] = {}
+        for tr in self.trial_runs(trial):
+            out.setdefault((tr.record.suite, tr.record.model), []).append(tr)
+        return out
 
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
         out: dict[str, RunRecord] = {}
@@ -403,10 +457,10 @@ class Store:
     def spend(self, trial: str) -> float:
         """USD this session spent: its fresh runs, judgments and causes (the one definition
         of spend: the budget, the terminal, JSON and HTML all show this)."""
-        total = 0.0
-        for table in ("runs", "judgments", "causes"):
-            total += float(self._db.execute(
-                f"SELECT COALESCE(SUM(cost_usd), 0) FROM {table} WHERE trial = ?", (trial,)).fetchone()[0])
+        row = self._db.execute(_SPEND_SQL, (trial, trial, trial)).fetchone()  # one query per call:
+        total = 0.0  # every run item asks (the budget)
+        for part in row:
+            total += float(part)
         return total
 
     def unpriced_models(self, trial: str) -> list[str]:
@@ -618,7 +672,7 @@ class Store:
         if dry_run or not removed:
             return result
         marks = ",".join("?" * len(removed))
-        with self._write() as db:
+        with self._write_with_marks() as db:
             for table in ("trial_runs", "verdicts", "trials"):
                 result.rows[table] = db.execute(f"DELETE FROM {table} WHERE trial IN ({marks})", removed).rowcount
             gone = "run_id NOT IN (SELECT run_id FROM trial_runs)"
