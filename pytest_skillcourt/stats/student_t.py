@@ -32,8 +32,8 @@ import math
 import numbers
 from statistics import NormalDist
 
-#: Iteration caps: the continued fraction converges in a few hundred terms at df
-#: 10**7; Newton in under ten steps.  Reaching a cap is a bug, reported as such.
+#: Iteration caps, far above what convergence takes (Newton: under 15 steps from the
+#: starting point); reaching one is a bug, reported as such.
 _MAX_TERMS = 100_000
 _MAX_STEPS = 200
 _TINY = 1e-300
