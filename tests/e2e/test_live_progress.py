@@ -17,7 +17,8 @@ def slow_library(pytester: pytest.Pytester, server: LLMServer, *, check: bool = 
     def model(request: RecordedRequest) -> Reply:
         if not request.tools:  # the judge
             return Reply(content='{"winner": "A", "reason": "first"}', input_tokens=5, output_tokens=5)
-        return Reply(content="TOTAL", delay=2.5, input_tokens=100, output_tokens=10)
+        # Longer than the heartbeat (1 s, the progress thread's tick): every run is seen in flight.
+        return Reply(content="TOTAL", delay=1.5, input_tokens=100, output_tokens=10)
 
     server.set_handler(model)
     write_skill(pytester.path / "skills", "house-format", "How we format totals")
