@@ -343,7 +343,11 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
         now = time.time()
         assert auto.wants_runner(profile.home, now) is False
         assert auto.wants_runner(profile.home, now + auto.RETRY_SECONDS + 1) is True
-        # ... and one started now finishes the change.
+        # ... and one started then finishes the change.  By then the killed trial's sandbox
+        # is that old (a younger one is spared as maybe still being made: CREATION_GRACE_S).
+        for path in left:
+            then = path.stat().st_mtime - auto.RETRY_SECONDS
+            os.utime(path, (then, then))
         again = subprocess.run(auto.runner_command(profile.home), env=profile.env, capture_output=True,
                                text=True, timeout=600, check=False)
         assert again.returncode == 0, again.stderr
