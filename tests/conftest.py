@@ -10,7 +10,9 @@ before any inner run; importing this file starts no server.
 """
 
 import contextlib
-from typing import Iterator
+import os
+from collections.abc import Iterator
+from typing import Any
 
 import docker  # noqa: F401  (its exception classes must stay the ones a cached client raises)
 import docker.errors  # noqa: F401
@@ -42,6 +44,24 @@ def _warm_up_http_client() -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The warm-up, once per session (each xdist worker is a session of its own)."""
     _warm_up_http_client()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller side): tell each worker the ``COLUMNS`` the suite started with."""
+    node.workerinput["skill_court_columns"] = os.environ.get("COLUMNS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker starts with ``COLUMNS=80`` where the suite had none; the terminal
+    summary fits its table to ``$COLUMNS``, so a worker takes back the suite's own value
+    (``tests/run_all.sh`` runs the unit tests with ``-n 2``)."""
+    given = getattr(config, "workerinput", {})
+    if "skill_court_columns" in given:
+        if given["skill_court_columns"] is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = given["skill_court_columns"]
 
 
 @pytest.fixture

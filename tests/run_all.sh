@@ -79,5 +79,21 @@ if [ "${CI:-}" = "true" ]; then
   export SKILL_COURT_REQUIRE_DOCKER=1 SKILL_COURT_REQUIRE_BWRAP=1 SKILL_COURT_REQUIRE_HERMES=1 \
          SKILL_COURT_REQUIRE_CHROMIUM=1 SKILL_COURT_REQUIRE_CLAUDE=1 SKILL_COURT_REQUIRE_CODEX=1
 fi
-echo "== running the tests"
-exec python3 -m pytest -p no:cacheprovider "$@"
+if [ $# -gt 0 ]; then
+  echo "== running the tests"
+  exec python3 -m pytest -p no:cacheprovider "$@"
+fi
+# The whole suite in two parts.  First, on two workers: the unit tests (in-process, no
+# sandbox, no agent) and the automatic-trial tests (each with its own Hermes home, test
+# server, TMPDIR and local sandboxes; most of their time is Hermes starting).  Then the
+# rest, one test at a time: those share the Docker engine, the temp folder and the
+# machine's timing with each other.  Both parts always run; the first failure's status wins.
+PARALLEL=(tests/e2e/test_auto_trials.py tests/unit)
+echo "== running the tests (1 of 2, on 2 workers: ${PARALLEL[*]})"
+first=0
+python3 -m pytest -p no:cacheprovider -p no:benchmark -n 2 --dist worksteal "${PARALLEL[@]}" || first=$?
+echo "== running the tests (2 of 2: the rest, one at a time)"
+second=0
+python3 -m pytest -p no:cacheprovider "${PARALLEL[@]/#/--ignore=}" || second=$?
+[ "$first" -ne 0 ] && exit "$first"
+exit "$second"
