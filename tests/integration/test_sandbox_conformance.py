@@ -8,16 +8,28 @@ both tool sets.
 from __future__ import annotations
 
 import os
-import socket
+import shutil
+import subprocess
+import sys
 import time
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import pytest
 
-from pytest_skillcourt.sandbox import ExecResult, Sandbox, SandboxError, SandboxSpec, open_sandbox
+from pytest_skillcourt.sandbox import (
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    open_sandbox,
+)
 from pytest_skillcourt.sandbox import capture as capture_mod
 from pytest_skillcourt.sandbox.base import TRUNCATION_MARKER
-from pytest_skillcourt.sandbox.capture import CaptureFailed, capture_changed_files, mark_run_start
+from pytest_skillcourt.sandbox.capture import (
+    CaptureFailed,
+    capture_changed_files,
+    mark_run_start,
+)
 from tests.support import REPO
 from tests.support.sandbox_image import ensure_test_image, require_bwrap, require_docker
 
@@ -387,7 +399,6 @@ def test_resolve_backend_named(backend: str) -> None:
 
 
 def test_bwrap_without_namespaces_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
     import tempfile
 
     from pytest_skillcourt.sandbox import local
@@ -459,73 +470,105 @@ def test_docker_container_removed_on_keyboard_interrupt() -> None:
     from pytest_skillcourt.sandbox.docker import client
 
     require_docker()
-    with pytest.raises(KeyboardInterrupt):
-        with open_sandbox("docker", _spec("docker")) as sandbox:
-            cid = sandbox.id  # type: ignore[attr-defined]
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), open_sandbox("docker", _spec("docker")) as sandbox:
+        cid = sandbox.id  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
     with pytest.raises(docker.errors.NotFound):
         client().api.inspect_container(cid)
 
 
+#: A child process that prints its owner token (the owner label its containers would get)
+#: and lives until its stdin closes.
+_OWNER = """
+import sys
+from pytest_skillcourt.sandbox.docker import owner_token
+print(owner_token(), flush=True)
+sys.stdin.read()
+"""
+
+
 @pytest.mark.docker
 def test_cleanup_removes_leftover_containers() -> None:
+    """A container of this test's own labels, owned by a child process: spared while the
+    child runs, a leftover once it is killed.
+
+    Every cleanup on the machine (another session's ``skill-court cleanup`` too) spares
+    a live owner's containers, so until the kill none can take this one; after it, the
+    test's own cleanup follows at once.  A container owned by a made-up dead pid from
+    the start would be any cleanup's for the whole test.
+    """
     import docker.errors
 
     from pytest_skillcourt.sandbox import cleanup_leftovers
-    from pytest_skillcourt.sandbox.docker import client
+    from pytest_skillcourt.sandbox.docker import OWNER_LABEL, client
 
     require_docker()
     token = {"skillcourt.test": os.urandom(6).hex()}
-    # made by a process that is gone (a dead pid of this host): a leftover
-    dead = {"skillcourt.owner": f"{socket.gethostname()}:999999999:1", **token}
-    sandbox = open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels=dead))
+    child = subprocess.Popen([sys.executable, "-c", _OWNER], cwd=REPO, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    sandbox: Sandbox | None = None
     try:
-        assert cleanup_leftovers(older_than_s=3600, only_labels=token) == []
+        assert child.stdout is not None
+        owner = child.stdout.readline().strip()
+        assert owner.split(":")[1] == str(child.pid), owner
+        sandbox = open_sandbox("docker", SandboxSpec(image=ensure_test_image(), labels={OWNER_LABEL: owner, **token}))
+        assert cleanup_leftovers(only_labels=token) == []  # its owner runs: not a leftover
+        child.kill()
+        child.wait(timeout=30)
+        assert cleanup_leftovers(older_than_s=3600, only_labels=token) == []  # too young for that
         removed = cleanup_leftovers(only_labels=token)
         assert removed == [f"docker:{sandbox.name}"]  # type: ignore[attr-defined]
         with pytest.raises(docker.errors.NotFound):
             client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
     finally:
-        sandbox.close()  # idempotent, and quiet when already gone
+        child.kill()
+        child.wait(timeout=30)
+        if sandbox is not None:
+            sandbox.close()  # idempotent, and quiet when already gone
 
 
-def test_cleanup_removes_abandoned_local_dirs_only() -> None:
+def test_cleanup_removes_abandoned_local_dirs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a temporary folder of the test's own (``tempfile.tempdir``, where the local
+    backend makes its sandbox folders and looks for leftovers): another session's
+    cleanup cannot take the folders it abandons on purpose, and its own cleanup takes
+    none of another session's."""
+    import tempfile
+
     from pytest_skillcourt.sandbox.local import DIR_PREFIX, leftover_dirs
 
     require_bwrap()
-    import tempfile
-
-    abandoned = tempfile.mkdtemp(prefix=DIR_PREFIX + "abandoned-")
-    os.makedirs(os.path.join(abandoned, "workspace"))
-    open(os.path.join(abandoned, ".lock"), "w").close()
-    young = tempfile.mkdtemp(prefix=DIR_PREFIX + "young-")  # maybe mid-creation: kept
-    hour_ago = time.time() - 3600
-    os.utime(abandoned, (hour_ago, hour_ago))
-    with open_sandbox("local", SandboxSpec()) as live:
-        os.utime(live.host_dir, (hour_ago, hour_ago))  # type: ignore[attr-defined]
-        # Only the local part: a bare cleanup_leftovers() would also remove
-        # the containers of tests running in parallel.
-        removed = [f"local:{p}" for p in leftover_dirs()]
-        assert f"local:{abandoned}" in removed
-        assert os.path.isdir(young)
-        os.rmdir(young)
-        assert not os.path.exists(abandoned)
-        assert os.path.isdir(live.host_dir)  # type: ignore[attr-defined]  # held by its lock
-        assert live.exec("true").ok
-    assert not os.path.exists(live.host_dir)  # type: ignore[attr-defined]
+    # The sandbox's own uid must reach its folder: outside pytest's private (0700) tree.
+    base = tempfile.mkdtemp(prefix="skillcourt-conformance-", dir="/tmp")
+    os.chmod(base, 0o755)
+    monkeypatch.setattr(tempfile, "tempdir", base)
+    try:
+        abandoned = tempfile.mkdtemp(prefix=DIR_PREFIX + "abandoned-")
+        os.makedirs(os.path.join(abandoned, "workspace"))
+        open(os.path.join(abandoned, ".lock"), "w").close()
+        young = tempfile.mkdtemp(prefix=DIR_PREFIX + "young-")  # maybe mid-creation: kept
+        hour_ago = time.time() - 3600
+        os.utime(abandoned, (hour_ago, hour_ago))
+        with open_sandbox("local", SandboxSpec()) as live:
+            assert os.path.dirname(live.host_dir) == base  # type: ignore[attr-defined]
+            os.utime(live.host_dir, (hour_ago, hour_ago))  # type: ignore[attr-defined]
+            assert leftover_dirs() == [abandoned]
+            assert os.path.isdir(young)
+            assert not os.path.exists(abandoned)
+            assert os.path.isdir(live.host_dir)  # type: ignore[attr-defined]  # held by its lock
+            assert live.exec("true").ok
+        assert not os.path.exists(live.host_dir)  # type: ignore[attr-defined]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_local_backend_imports_without_fcntl() -> None:
     # Its liveness lock is `pytest_skillcourt.locks` (filelock), not fcntl.flock,
     # so the package imports where fcntl is missing (Windows).
-    import subprocess
-    import sys
-
     code = ("import sys\nsys.modules['fcntl'] = None\n"
             "import pytest_skillcourt.sandbox.local as local\n"
             "from pytest_skillcourt.sandbox import get_backend\n"
             "print(get_backend('local').name)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "local"
 
