@@ -438,6 +438,22 @@ def peak_of(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float)
     return Measured(float(wall), float(cpu), int(rss) // 1024, proc)
 
 
+def pytest_floor(root: Path, items: int) -> Row:
+    """pytest alone on ``items`` trivial test items (as many as the library's run and
+    verdict items): what collecting and running that many items costs any plugin."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test_floor.py").write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({items}))\n"
+                                        "def test_item(i):\n    pass\n")
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    limit = SCALE_TIMEOUT_S + items / 10
+    co, run = peak_of([*argv, "--co"], root, court_env(), limit), peak_of(argv, root, court_env(), limit)
+    if f"{items} passed" not in run.proc.stdout:
+        sys.exit(f"scale bench: pytest alone did not pass {items} items:\n{run.proc.stdout[-2000:]}")
+    return Row(f"pytest alone, {items} trivial items (the floor of any plugin at that many items)", "reference",
+               f"--co {co.line()}; run {run.line()}", None)
+
+
 def cached_share(db: Path) -> tuple[int, int]:
     """(runs, of which cached) of the newest session in the store at ``db``."""
     import sqlite3
@@ -477,6 +493,9 @@ def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
         rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks ({runs} runs): session from a fully cached "
                         f"store (filled in {fill.wall:.0f} s)", "<= 2 s" if goal else "-",
                         cached.line(), cached.wall <= 2 if goal else None))
+    floor_at = max((n for n in sizes if n <= 2000), default=None)
+    if floor_at is not None:
+        rows.append(pytest_floor(work / "floor", floor_at * (TASKS_PER_SKILL * 2 + 1)))
     if len(points) >= 2:
         (n0, co0, v0), (n1, co1, v1) = points[0], points[-1]
         factor = n1 / n0
