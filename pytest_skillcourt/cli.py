@@ -1026,7 +1026,11 @@ def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
             return True
         if not sys.stdin.isatty():
             raise ValueError("no terminal to ask for confirmation; pass --yes to apply without asking")
-        answer = input("Write this draft over the live SKILL.md? [y/N] ")
+        question = "Write this draft over the live SKILL.md? [y/N] "
+        if getattr(args, "as_json", False):  # asked where the diff went
+            print(question, end="", file=sys.stderr, flush=True)
+            question = ""
+        answer = input(question)
         return answer.strip().lower() in ("y", "yes")
 
     return confirm
@@ -1121,19 +1125,21 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
 
     result = ap.make_appeal(store, skill, args.model, client_for=client_for, judge_model=args.judge_model,
                             base_url=for_trial, pytest_args=pytest_args, say=_err if args.as_json else _out)
-    if args.as_json:
+    apply = (f"{_prog(args)} appeal apply {shlex.quote(skill)} --model {shlex.quote(args.model)} "
+             f"--appeal {result.appeal_id}") if result.decision == ap.GRANTED else None
+    if args.as_json:  # draft_verdict: its kind, as in `appeal show` and `report` (the whole one: show's data)
         _json({"appeal": result.appeal_id, "skill": skill, "model": row["model"], "decision": result.decision,
                "reason": result.reason, "diff": result.diff, "draft_trial": result.draft_trial,
-               "draft_verdict": result.draft_verdict, "problems": result.problems})
-        return EXIT_OK if result.decision == ap.GRANTED else EXIT_NO_MATCH
+               "draft_verdict": (result.draft_verdict or {}).get("kind"), "problems": result.problems,
+               "apply": apply})
+        return EXIT_OK if apply else EXIT_NO_MATCH
     _out(f"Appeal {result.appeal_id} of {skill} on {row['model']}: {result.decision.upper()}")
     _out(f"  {result.reason}")
     _out()
     _out(result.diff.rstrip("\n"))
-    if result.decision == ap.GRANTED:
+    if apply:
         _out()
-        _out(f"Apply: {_prog(args)} appeal apply {shlex.quote(skill)} --model {shlex.quote(args.model)} "
-             f"--appeal {result.appeal_id}")
+        _out(f"Apply: {apply}")
         return EXIT_OK
     return EXIT_NO_MATCH
 

@@ -3,16 +3,21 @@ information of the text, and the text's exit status (README "Quarantine and the 
 
 from __future__ import annotations
 
+import io
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.quarantine import read_entries
+from pytest_skillcourt.quarantine import apply_trial, read_entries
 from pytest_skillcourt.store import Store
-from tests.support.builders import run_record, write_skill
+from tests.support.appeal_drafts import SKILL, good_draft, original_md
+from tests.support.builders import run_record, trial_entry, write_skill
+from tests.support.sandbox_image import require_guard
 
 
 @pytest.fixture
@@ -119,3 +124,77 @@ def test_appeal_show_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert shown["draft_verdict"] == "NEUTRAL" and "original" not in shown and "draft" not in shown
     assert main(["appeal", "show", "s", "--model", "other", "--store", str(db), "--json"]) == 2
     assert capsys.readouterr().out == ""  # refused: the reason on stderr, nothing on stdout
+
+
+class Granted:
+    """A store with one granted appeal of house-format on custom/m, the live SKILL.md it was
+    drafted from, and a quarantine file holding the trial's entry for model m."""
+
+    def __init__(self, root: Path) -> None:
+        self.skill_md = root / "skills" / SKILL / "SKILL.md"
+        self.skill_md.parent.mkdir(parents=True)
+        self.skill_md.write_text(original_md(), encoding="utf-8")
+        self.original, self.draft = self.skill_md.read_bytes(), good_draft().encode()
+        self.db, self.qfile = root / "court.db", root / "q.json"
+        store = Store(self.db)
+        self.id = store.record_appeal(skill=SKILL, model="custom/m", verdict_id=1, verdict_trial="t-1",
+                                      skill_md=str(self.skill_md), original=self.original, draft=self.draft,
+                                      diff="-old line\n+new line\n", decision="granted",
+                                      reason="it no longer hurts", draft_trial="t-2", draft_verdict="NEUTRAL",
+                                      data={"cause": {"cause": "c"}})
+        store.close()
+        self.entry = trial_entry(SKILL, "m")
+        apply_trial(self.qfile, hurts=[self.entry], cleared=[])
+
+    def argv(self, *words: str) -> list[str]:
+        return ["--quarantine", str(self.qfile), "appeal", *words, SKILL, "--model", "m", "--store", str(self.db)]
+
+
+@pytest.fixture
+def granted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Granted:
+    require_guard()  # apply scans the draft again
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    return Granted(tmp_path)
+
+
+def test_appeal_apply_and_undo_json(granted: Granted, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*granted.argv("apply"), "--yes", "--json"]) == 0
+    out = capsys.readouterr()
+    applied = json.loads(out.out)
+    assert applied == {"applied": granted.id, "skill_md": str(granted.skill_md), "quarantine": str(granted.qfile),
+                       "lifted": [granted.entry.to_dict()],
+                       "undo": f"skill-court appeal undo {SKILL} --model m --appeal {granted.id}"}
+    assert "+new line" in out.err  # the diff it shows: on stderr, stdout is the document
+    assert granted.skill_md.read_bytes() == granted.draft and read_entries(granted.qfile) == []
+    # The undo command it names is one that runs.
+    undo = shlex.split(applied["undo"])
+    assert undo[0] == "skill-court"
+    assert main(["--quarantine", str(granted.qfile), *undo[1:], "--store", str(granted.db), "--json"]) == 0
+    undone = document(capsys)
+    assert undone == {"undone": granted.id, "skill_md": str(granted.skill_md), "quarantine": str(granted.qfile),
+                      "quarantined_again": [granted.entry.to_dict()]}
+    assert granted.skill_md.read_bytes() == granted.original
+    assert [e.to_dict() for e in read_entries(granted.qfile)] == [granted.entry.to_dict()]
+    # Refused: the reason on stderr, nothing on stdout.
+    assert main([*granted.argv("undo"), "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "not applied: nothing to undo" in out.err
+
+
+def test_appeal_apply_json_asks_on_stderr(granted: Granted, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked at a terminal, the question goes where the diff goes: stdout is only the document."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    assert main([*granted.argv("apply"), "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "[y/N]" in out.err and "not confirmed" in out.err
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    assert main([*granted.argv("apply"), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["applied"] == granted.id and "[y/N]" in out.err
+    assert granted.skill_md.read_bytes() == granted.draft
