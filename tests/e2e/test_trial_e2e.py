@@ -11,8 +11,18 @@ import json
 
 import pytest
 
-from tests.support.builders import (ini, junit_properties, loading_agent, right_total, run_court,
-                                    sees_skill, task, write_skill, write_suite, wrong_total)
+from tests.support.builders import (
+    ini,
+    junit_properties,
+    loading_agent,
+    right_total,
+    run_court,
+    sees_skill,
+    task,
+    write_skill,
+    write_suite,
+    wrong_total,
+)
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
 pytestmark = pytest.mark.usefixtures("bwrap_ok")
@@ -133,7 +143,7 @@ def test_xdist_gives_the_same_verdicts(pytester: pytest.Pytester, server: LLMSer
     props = junit_properties(pytester.path / "junit.xml")
     assert props["skills_tests.house-format.yaml::verdict[test-model]"]["verdict"] == "HURTS"
     assert props["skills_tests.other-tip.yaml::verdict[test-model]"]["verdict"] == "NEUTRAL"
-    solo = run_court(pytester, "--skill-court-fresh", subprocess=True)
+    solo = run_court(pytester, "--skill-court-fresh")  # in process: no second interpreter to start
     solo.stdout.fnmatch_lines(["*house-format*HURTS*", "*other-tip*NEUTRAL*"])
 
 
@@ -205,7 +215,7 @@ def test_plain_pytest_ignores_suites(pytester: pytest.Pytester) -> None:
 def _section(text: str, label: str) -> str:
     import re
 
-    m = re.search(rf"<run_{label}_(\w+)>(.*?)</run_{label}_\1>", text, re.S)
+    m = re.search(rf"<run_{label}_(\w+)>(.*?)</run_{label}_\1>", text, re.DOTALL)
     return m.group(2) if m else ""
 
 
@@ -268,7 +278,7 @@ def test_early_stop_under_xdist_saves_runs_and_keeps_the_verdict(pytester: pytes
     assert props["skills_tests.house-format.yaml::verdict[test-model]"]["basis"] == "early-stop"
     assert len(server.chat_requests()) == 8
     # every task run (the first four from the cache): the same verdict, from all six
-    full = run_court(pytester, "--skill-court-no-early-stop", subprocess=True)
+    full = run_court(pytester, "--skill-court-no-early-stop")  # in process: no second interpreter to start
     full.assert_outcomes(passed=13)
     full.stdout.fnmatch_lines(["*house-format*NEUTRAL*"])
     assert len(server.chat_requests()) == 12
