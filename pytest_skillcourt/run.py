@@ -86,13 +86,16 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
         gateway=needs.gateway, agent_files=needs.agent_files,
     )
     sandbox: Sandbox | None = None
+    room = RoomAhead(ctx, run_id) if ctx.task.check else None
     try:
         sandbox = open_sandbox(ctx.backend, spec)
-        _run_in(sandbox, ctx, rec, runner)
+        _run_in(sandbox, ctx, rec, runner, room)
     except SandboxError as err:
         rec.status, rec.error = HARNESS_ERROR, f"sandbox failed: {err}"
     finally:
         rec.duration_s = round(time.monotonic() - start, 3)
+        if room is not None:
+            room.close()
         if sandbox is not None:
             if s.keep_sandboxes:
                 KEPT.keep(f"{ctx.suite_rel}::{ctx.task.id}::{ctx.rep}::{ctx.model.label}", sandbox)
@@ -147,11 +150,72 @@ def answer_bytes(answer: str) -> bytes:
     return answer.encode("utf-8", "replace")
 
 
-def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
+class RoomAhead:
+    """A run's check room, opened (and given the suite's setup) on a thread of its own
+    while the agent runs: nothing in it depends on the agent, and a Docker room takes
+    about as long to make as the agent's sandbox.  ``get`` waits for it; ``close``
+    (always called, idempotent, never long: a stopped session must not wait for a
+    setup) removes it whether it was used or not, or has the thread remove it."""
+
+    def __init__(self, ctx: RunContext, run_id: str) -> None:
+        self._ctx = ctx
+        self._spec = check_room_spec(ctx, run_id)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._room: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, name=f"{ROOM_THREAD}{run_id}", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> None:
+        try:
+            room = open_sandbox(self._ctx.backend, self._spec)
+            with self._lock:
+                if self._closed:  # the run ended while it was being made
+                    room.close()
+                    return
+                self._room = room
+            setup = self._ctx.suite.setup
+            if setup:
+                done = room.exec(setup, timeout=min(SETUP_TIMEOUT, self._ctx.timeout))
+                if not done.ok:
+                    raise SandboxError(f"the suite's setup failed in the check room (exit {done.exit_code}): "
+                                       f"{(done.stderr or done.stdout).strip()[-500:]}")
+        except BaseException as err:  # noqa: BLE001 - raised again, in the run's thread, by get()
+            self._error = err
+
+    def get(self) -> Sandbox:
+        """The room, set up.
+
+        Raises:
+            SandboxError: it could not be made, or the suite's setup failed in it."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._room is not None
+        return self._room
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            room = self._room
+        if room is not None:
+            room.close()  # ends a setup still running in it
+        self._thread.join(ROOM_CLOSE_WAIT_S)
+
+
+#: The name of a check room's opening thread starts so (a benchmark tells them apart).
+ROOM_THREAD = "skill-court-room-"
+#: How long closing a room waits for its thread (still making it, or in its setup).
+ROOM_CLOSE_WAIT_S = 10.0
+
+
+def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: RoomAhead) -> None:
     """Run the task's check where the agent cannot have prepared it (docs/architecture.md,
     "The check room"): the agent's sandbox is stopped and its ``/workspace`` copied out
-    without its tools, then a fresh sandbox of the same image gets the suite's setup,
-    that copy and the answer, and runs the check with its own shell and tools.
+    without its tools, then a fresh sandbox of the same image, which got the suite's setup
+    while the agent ran, gets that copy and the answer, and runs the check with its own
+    shell and tools.
 
     Raises:
         SandboxError: a sandbox broke (a harness failure).
@@ -162,14 +226,10 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     except WorkspaceTooLarge as err:  # the run's doing: it is the run's outcome, not ours
         rec.status, rec.error = NO_OUTCOME, f"the check could not run: {err}"
         return
-    with open_sandbox(ctx.backend, check_room_spec(ctx, rec.run_id)) as room:
-        if ctx.suite.setup:
-            setup = room.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
-            if not setup.ok:
-                raise SandboxError(f"the suite's setup failed in the check room (exit {setup.exit_code}): "
-                                   f"{(setup.stderr or setup.stdout).strip()[-500:]}")
-        restore_workspace(room, copy, rec.answer)
-        check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
+    room = ahead.get()
+    restore_workspace(room, copy, rec.answer)
+    check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
+    ahead.close()
     rec.check_exit = check.exit_code
     rec.check_output = (check.stdout + check.stderr)[-2000:]
     if check.timed_out:
@@ -178,7 +238,8 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord) -> None:
     rec.outcome, rec.outcome_source = check.exit_code == 0, "check"
 
 
-def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -> None:
+def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
+            room: RoomAhead | None) -> None:
     reach = in_reach(ctx)  # before the agent: what it could reach is what was placed
     if ctx.suite.setup:
         setup = sandbox.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
@@ -211,7 +272,8 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner) -
         if status == INCOMPLETE:  # a run that did not complete cannot pass
             rec.outcome, rec.outcome_source = False, "check"
             return
-        _check_in_room(sandbox, ctx, rec)
+        assert room is not None
+        _check_in_room(sandbox, ctx, rec, room)
         return
     try:
         place_answer(sandbox, rec.answer)

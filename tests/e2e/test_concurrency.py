@@ -203,7 +203,8 @@ def test_sigterm_at_concurrency_cancels_and_removes_every_sandbox(pytester: pyte
             try:
                 for _ in range(4):
                     assert held.acquire(timeout=120), "four runs never reached the model at once"
-                assert len(folders()) == 4
+                rooms = [p for p in folders() if p.name.rsplit("-", 1)[0].endswith("-check")]
+                assert len(folders()) == 8 and len(rooms) == 4  # four runs, each with its check room
                 start = time.monotonic()
                 os.kill(proc.pid, signal.SIGTERM)
                 out, _ = proc.communicate(timeout=60)

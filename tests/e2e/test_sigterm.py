@@ -75,9 +75,11 @@ def run_and_terminate(pytester: pytest.Pytester, model: HoldingModel, tmp: Path)
         try:
             assert model.held.wait(120), "run t2[with] never reached the model"
             deadline = time.monotonic() + 30
-            while not sandbox_folders(tmp) and time.monotonic() < deadline:
+            while len(sandbox_folders(tmp)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert len(sandbox_folders(tmp)) == 1, "the run in flight has no sandbox folder"
+            # the run in flight: its sandbox, and its check room made while the agent runs
+            kinds = sorted(f.rsplit("-", 1)[0].rsplit("-t2-", 1)[-1] for f in sandbox_folders(tmp))
+            assert kinds == ["with", "with-check"], sandbox_folders(tmp)
             os.kill(proc.pid, signal.SIGTERM)
             out, _ = proc.communicate(timeout=60)
         finally:
