@@ -86,9 +86,11 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
         gateway=needs.gateway, agent_files=needs.agent_files,
     )
     sandbox: Sandbox | None = None
-    room = RoomAhead(ctx, run_id) if ctx.task.check else None
+    room: RoomAhead | None = None
     try:
         sandbox = open_sandbox(ctx.backend, spec)
+        if ctx.task.check:  # after the agent's sandbox, so as not to slow its start
+            room = RoomAhead(ctx, run_id)
         _run_in(sandbox, ctx, rec, runner, room)
     except SandboxError as err:
         rec.status, rec.error = HARNESS_ERROR, f"sandbox failed: {err}"
