@@ -378,15 +378,17 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
         description=_wrap(
             "Remove sandboxes (containers and temporary folders labelled as skill-court's) that a "
             "crashed or interrupted run left behind. Sandboxes of runs still going on on this "
-            "machine are spared; on a Docker engine shared by several machines, pass "
-            "--older-than so another machine's live runs are spared too."
+            "machine are spared, and so are containers whose owner cannot be checked from here "
+            "(made on another machine, or in another pid namespace such as a container, on a "
+            "shared Docker engine); pass --older-than to remove those once they are that old."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--older-than", metavar="SECONDS", type=float, default=0.0,
-        help="spare sandboxes created less than SECONDS ago (default 0: remove every leftover)",
+        help="spare sandboxes created less than SECONDS ago, and remove older containers whose "
+             "owner cannot be checked from here (default 0: every leftover whose owner is gone)",
     )
     parser.add_argument("--json", dest="as_json", action="store_true",
                         help='print {"removed": [names]} as JSON')

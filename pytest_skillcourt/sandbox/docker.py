@@ -537,26 +537,47 @@ def _process_start(pid: int) -> str:
     return stat.rsplit(")", 1)[-1].split()[19]
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), "" where /proc does not say."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def owner_token() -> str:
+    """``host:pid:start:pid-namespace`` of this process: what a container's owner label says."""
     import socket
 
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}"
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}:{_pid_namespace()}"
 
 
-def owner_alive(token: str | None) -> bool:
-    """True when ``token`` names a process of this host that still runs.
+#: What can be told of a container's owner from here.
+ALIVE, DEAD, UNKNOWN = "alive", "dead", "unknown"
 
-    A container made on another host (a shared remote engine) cannot be
-    checked from here and counts as not alive: pass ``older_than_s``."""
+
+def owner_state(token: str | None) -> str:
+    """Whether the process ``token`` names still runs: ``ALIVE``, ``DEAD``, or ``UNKNOWN``
+    when it cannot be checked from here (another host name, another pid namespace: a
+    shared engine, a session in a container).  A container of ours with no token at all
+    is ``DEAD`` (nothing can own it)."""
     import socket
 
     if not token:
-        return False
+        return DEAD
     host, _, rest = token.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    return bool(start) and _process_start(int(pid)) == start
+    pid, _, rest = rest.partition(":")
+    start, _, namespace = rest.partition(":")  # tokens of older versions have no namespace
+    if host != socket.gethostname() or (namespace and namespace != _pid_namespace()):
+        return UNKNOWN
+    if not pid.isdigit() or not start:
+        return DEAD
+    return ALIVE if _process_start(int(pid)) == start else DEAD
+
+
+def owner_alive(token: str | None) -> bool:
+    """True when ``token`` names a process that is checked to be still running here."""
+    return owner_state(token) == ALIVE
 
 
 def leftover_containers(
@@ -566,7 +587,9 @@ def leftover_containers(
     (and carrying ``only_labels`` too, when given); return their names.
 
     A container whose creating process still runs on this host belongs to a
-    live run and is spared."""
+    live run and is spared; so is one whose owner cannot be checked from here
+    (another host, another pid namespace), unless ``older_than_s`` is given: then
+    its age decides, as for every other one."""
     import docker.errors
 
     api = client().api
@@ -580,7 +603,8 @@ def leftover_containers(
     for c in containers:
         if now - c.get("Created", 0) < older_than_s:
             continue
-        if owner_alive((c.get("Labels") or {}).get(OWNER_LABEL)):
+        state = owner_state((c.get("Labels") or {}).get(OWNER_LABEL))
+        if state == ALIVE or (state == UNKNOWN and older_than_s <= 0):
             continue
         name = (c.get("Names") or [c["Id"]])[0].lstrip("/")
         try:
