@@ -14,7 +14,13 @@ import pytest
 
 from pytest_skillcourt.sandbox import SandboxSpec, cleanup_leftovers, open_sandbox
 from pytest_skillcourt.sandbox import docker as docker_mod
-from pytest_skillcourt.sandbox.docker import ALIVE, DEAD, UNKNOWN, owner_state, owner_token
+from pytest_skillcourt.sandbox.docker import (
+    ALIVE,
+    DEAD,
+    UNKNOWN,
+    owner_state,
+    owner_token,
+)
 from tests.support.sandbox_image import ensure_test_image, require_docker
 
 
