@@ -1,6 +1,6 @@
 """pytest entry point (``pytest11``): options, and the court when ``--skill-court`` is on.
 
-Cheap to import: the heavy parts (docker, openai, scipy, the court itself)
+Cheap to import: the heavy parts (docker, openai, numpy, the court itself)
 load only when ``--skill-court`` is given, so ``pytest --help`` and plain
 ``pytest`` runs pay nothing.  Without the flag, suite files are not collected.
 """
