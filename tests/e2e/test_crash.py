@@ -122,7 +122,12 @@ def test_ctrl_c_stops_cleanly_and_trusts_nothing_half_done(pytester: pytest.Pyte
     try:
         model.wait_held(1)
         os.kill(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it stood: its own output, then its threads
+            os.kill(proc.pid, signal.SIGABRT)  # faulthandler prints every thread's stack
+            out, _ = proc.communicate(timeout=30)
+            pytest.fail(f"the session did not stop within 60 s of Ctrl-C:\n{out[-6000:]}")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
