@@ -26,7 +26,9 @@ class LockBusy(Exception):
 
 def _lock(path: Path, wait: bool) -> FileLock:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(path), timeout=-1 if wait else 0)
+    # Not thread-local: a lock taken on one thread (a check room made while the agent
+    # runs) is released by another (the run's), and must stay held until then.
+    return FileLock(str(path), timeout=-1 if wait else 0, thread_local=False)
 
 
 def acquire(path: Path, *, wait: bool = True) -> FileLock:
