@@ -70,11 +70,18 @@ def library(root: Path, base_url: str) -> None:
     (root / "pytest.ini").write_text(ini(base_url, sandbox="local"))
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    # A background job of a non-interactive shell (how CI may start the suite) ignores
+    # SIGINT, and a Python started so keeps ignoring it: the session here must take
+    # Ctrl-C as a user's terminal would deliver it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(root: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", *args],
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_ctrl_c_as_at_a_terminal)
 
 
 def rows(root: Path) -> dict[str, list[tuple]]:
