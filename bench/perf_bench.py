@@ -141,6 +141,7 @@ threads that make check rooms while the agent runs: their time is hidden behind 
 so it is not taken out of it), written at exit to $SKILL_COURT_BENCH_SANDBOX_TIME as JSON."""
 import atexit, functools, json, os, threading, time
 
+from pytest_skillcourt.run import ROOM_THREAD
 from pytest_skillcourt.sandbox.docker import DockerSandbox
 from pytest_skillcourt.sandbox.local import LocalSandbox
 
@@ -151,7 +152,7 @@ _spent = {"seconds": 0.0, "calls": 0}
 def _timed(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if threading.current_thread().name.startswith("skill-court-room-"):
+        if threading.current_thread().name.startswith(ROOM_THREAD):
             return fn(*args, **kwargs)  # a check room made while the agent runs: hidden, not taken out
         start = time.monotonic()
         try:
