@@ -16,5 +16,6 @@ def utc_now() -> str:
 
 def new_trial_id(prefix: str = "") -> str:
     """A new trial id: the local time to the second, then 8 random hex digits
-    (``20261201T101500-1a2b3c4d``), so ids sort by start and never collide."""
+    (``20261201T101500-1a2b3c4d``), so ids never collide and sort by the second
+    they started in (not within it: the store orders by when a trial was recorded)."""
     return prefix + time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]

@@ -649,8 +649,11 @@ class Store:
         """
         if keep is None and before is None:
             raise ValueError("prune: give keep or before")
+        # newest first: started_at is to the second, and two sessions may start in
+        # the same one (a trial id's random tail does not order them); the row
+        # recorded later is the later start
         trials = [(r[0], r[1]) for r in self._db.execute(
-            "SELECT trial, started_at FROM trials ORDER BY started_at DESC, trial DESC")]
+            "SELECT trial, started_at FROM trials ORDER BY started_at DESC, rowid DESC")]
         why: dict[str, list[str]] = {t: list(r) for t, r in (protect or {}).items()}
         for by in ("skill", "suite"):
             for v in self.latest_verdicts(by=by):

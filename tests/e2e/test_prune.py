@@ -30,7 +30,7 @@ def trials(db: Path) -> list[str]:
     """The store's trials, oldest first."""
     conn = sqlite3.connect(db)
     try:
-        return [r[0] for r in conn.execute("SELECT trial FROM trials ORDER BY started_at, trial")]
+        return [r[0] for r in conn.execute("SELECT trial FROM trials ORDER BY started_at, rowid")]
     finally:
         conn.close()
 

@@ -105,3 +105,16 @@ def test_latest_verdicts_per_skill_and_per_suite(tmp_path: Path) -> None:
     assert [v["kind"] for v in store.trial_verdicts("t1")] == ["HURTS", "HELPS"]
     with pytest.raises(ValueError):
         store.latest_verdicts(by="model")
+
+
+def test_prune_orders_trials_started_in_the_same_second_by_when_they_were_recorded(tmp_path: Path) -> None:
+    # Two sessions that start within one second share started_at; the later one
+    # must count as newer whatever its id's random tail (CI saw "…-ae491bf7"
+    # sort after the newer "…-26753158" and pruned the wrong one).
+    store = Store(tmp_path / "court.db")
+    for trial in ("20261201T182932-ffffffff", "20261201T182932-00000000", "20261201T182932-88888888"):
+        store.start_trial(trial, rootdir=str(tmp_path), argv=[])
+    with sqlite3.connect(tmp_path / "court.db") as conn:
+        conn.execute("UPDATE trials SET started_at = '2026-12-01T18:29:32Z'")
+    plan = store.prune(keep=1, dry_run=True)
+    assert plan.removed == ["20261201T182932-ffffffff", "20261201T182932-00000000"]
