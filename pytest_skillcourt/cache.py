@@ -113,12 +113,13 @@ def in_reach(ctx: RunContext) -> dict[str, str]:
 def out_of_reach(ctx: RunContext) -> frozenset[str]:
     """The library's skills outside the reach of the run of ``ctx``.
 
-    A runner that says so itself (``skills_out_of_reach(ctx)``, a few names) is
-    asked; else its ``Runner.skills_in_reach`` is, once per library, runner and
-    hidden set (what that answer depends on for every registered runner:
-    ``tests/unit/test_cache_scale.py`` checks it), since listing a library of
-    thousands of skills for each of its thousands of runs would make a session
-    quadratic.
+    A runner that says so itself (``skills_out_of_reach(ctx)``, a few names: every
+    runner of this package) is asked; else its ``Runner.skills_in_reach`` is, once
+    per library, runner and hidden set (what that answer depends on for every
+    registered runner: ``tests/unit/test_cache_scale.py`` checks it), since listing
+    a library of thousands of skills for each of its thousands of runs would make a
+    session quadratic (and a memo per hidden set still lists it once per skill
+    under trial: 2,000 skills, 4 million steps).
     """
     runner = get_runner(ctx.settings.agent.value)
     direct = getattr(runner, "skills_out_of_reach", None)

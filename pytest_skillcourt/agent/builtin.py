@@ -123,6 +123,10 @@ class BuiltinRunner:
         ``skill_view`` refuses the hidden ones."""
         return frozenset(s.name for s in ctx.library.visible(ctx.hidden))
 
+    def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
+        """The hidden skills of the library."""
+        return ctx.library.name_set & ctx.hidden
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """Place the visible skills, then drive one session of :func:`run_builtin_agent`."""
         visible = ctx.library.visible(ctx.hidden)

@@ -147,6 +147,10 @@ class ClaudeCodeRunner:
         stay under ``~/.claude/skills/``, where any tool can read them."""
         return frozenset(s.name for s in ctx.library.skills)
 
+    def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
+        """None: every skill stays within reach."""
+        return frozenset()
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``claude -p`` in ``sandbox`` (see the module docstring).
 

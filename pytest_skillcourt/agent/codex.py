@@ -262,6 +262,10 @@ class CodexRunner:
         stay under ``~/.codex/skills/``, where the shell tool can read them."""
         return frozenset(s.name for s in ctx.library.skills)
 
+    def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
+        """None: every skill stays within reach."""
+        return frozenset()
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``codex exec`` in ``sandbox`` (see the module docstring).
 

@@ -96,6 +96,10 @@ class CommandRunner:
         """The visible skills: a hidden one is not installed in the sandbox."""
         return frozenset(s.name for s in ctx.library.visible(ctx.hidden))
 
+    def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
+        """The hidden skills of the library."""
+        return ctx.library.name_set & ctx.hidden
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One run of the preset's agent in ``sandbox`` (see the module docstring).
 

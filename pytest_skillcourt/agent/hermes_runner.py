@@ -647,6 +647,10 @@ class HermesRunner:
         between a hidden skill and the run, which the court cannot prove."""
         return frozenset(s.name for s in ctx.library.skills)
 
+    def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
+        """None: every skill stays within reach."""
+        return frozenset()
+
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``hermes chat -q`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
         return run_hermes_agent(ctx, sandbox)

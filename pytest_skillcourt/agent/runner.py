@@ -91,7 +91,13 @@ class Runner(Protocol):
         any tool: the skills it places in the sandbox or whose files its own
         process reads, hidden or not.  The run cache replays a run when any of
         them changes (``cache.still_valid``), so leave a skill out only when its
-        files are provably out of the agent's reach."""
+        files are provably out of the agent's reach.
+
+        A runner may also define ``skills_out_of_reach(ctx)``: the library's skills
+        *not* in this set, found without listing the library (the hidden skills, or
+        none), which the cache asks for every run of a cached session instead
+        (every runner here does; ``cache.out_of_reach``).  Not part of the protocol,
+        so a runner registered elsewhere without it still registers."""
         ...
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:

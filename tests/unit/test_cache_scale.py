@@ -109,6 +109,27 @@ def test_what_a_runner_has_in_reach_depends_on_the_library_and_the_hidden_skills
     assert all(runner.skills_in_reach(o) == runner.skills_in_reach(base) for o in others)
 
 
+@pytest.mark.parametrize("agent", sorted(RUNNERS))
+def test_each_runner_names_what_is_out_of_its_reach_without_listing_the_library(
+        tmp_path: Path, agent: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``skills_out_of_reach`` is the library less ``skills_in_reach``, for either arm and
+    with disabled skills, and a cached session's reach needs no listing of the library."""
+    lib = library(tmp_path, 6)
+    runner = get_runner(agent)
+    contexts = [ctx_of(tmp_path, lib, "skill-002", arm, agent=agent, disabled=disabled)
+                for arm in ("with", "without") for disabled in ((), ("skill-004", "not-a-skill"))]
+    for ctx in contexts:
+        assert runner.skills_out_of_reach(ctx) == lib.name_set - runner.skills_in_reach(ctx), ctx.hidden
+
+    def listed(*args: object) -> None:
+        raise AssertionError("the library was listed for a run's reach")
+
+    monkeypatch.setattr(type(runner), "skills_in_reach", listed)
+    monkeypatch.setattr(Library, "visible", listed)
+    for ctx in contexts:
+        reach_of(ctx)
+
+
 def test_the_runner_is_asked_once_per_hidden_set_not_once_per_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lib = library(tmp_path)
@@ -121,6 +142,7 @@ def test_the_runner_is_asked_once_per_hidden_set_not_once_per_run(
         return real(self, ctx)  # type: ignore[arg-type]
 
     monkeypatch.setattr(type(runner), "skills_in_reach", counting)
+    monkeypatch.delattr(type(runner), "skills_out_of_reach")  # a runner registered elsewhere, without it
     for skill in lib.names():
         for task in ("t1", "t2", "t3"):
             for arm in ("with", "without"):
