@@ -106,7 +106,27 @@ def results(result: TrialResult) -> dict[str, Any]:
     }
 
 
+#: Levels of the document laid out one entry per line (document, verdicts, a verdict,
+#: its runs): each run is then one line, written by the C encoder.
+LAID_OUT_LEVELS = 4
+
+
+def dumps_laid_out(value: Any, levels: int, *, level: int = 0) -> str:
+    """``value`` as JSON, indented two spaces per level for its first ``levels`` levels
+    and compact below them.  ``json.dumps(indent=...)`` would indent every level with
+    the pure-Python encoder: 2.6 ms per verdict of a cached session, most of its report."""
+    if levels <= 0 or not isinstance(value, (dict, list, tuple)) or not value:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    pad, close = "  " * (level + 1), "  " * level
+    if isinstance(value, dict):
+        lines = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {dumps_laid_out(v, levels - 1, level=level + 1)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(lines) + "\n" + close + "}"
+    lines = [pad + dumps_laid_out(v, levels - 1, level=level + 1) for v in value]
+    return "[\n" + ",\n".join(lines) + "\n" + close + "]"
+
+
 def write_json(result: TrialResult, path: Path) -> Path:
-    """Write the document to ``path`` atomically; returns the path written."""
-    write_atomic(Path(path), json.dumps(results(result), indent=2, ensure_ascii=False, default=str) + "\n")
+    """Write the document to ``path`` atomically (a line per run); returns the path written."""
+    write_atomic(Path(path), dumps_laid_out(results(result), LAID_OUT_LEVELS) + "\n")
     return Path(path)

@@ -549,9 +549,13 @@ def _early_stop_hint(n: int, reps: int, confidence: float) -> str:
     return f"stopped early: the first {_plural(n, 'task')} ended alike in both arms"
 
 
+@lru_cache(maxsize=4096)
 def unreachable(n_tasks: int, reps: int, *, total: int | None = None, confidence: float = 0.95) -> str | None:
     """Why a trial of ``n_tasks`` tasks with ``reps`` reps can never give HELPS or
     HURTS, with the smallest change that could decide; None when it can.
+
+    A pure function of its arguments, remembered: every suite of a library is asked
+    at collection, in every worker, and most share one shape (5 ms each, unremembered).
 
     Asked of the rule itself: the most lopsided outcome (every task succeeds in
     one arm and fails in the other) must be able to decide.  ``total`` is the

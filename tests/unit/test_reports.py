@@ -62,6 +62,21 @@ def test_json_holds_the_verdicts_and_every_run(tmp_path: Path) -> None:
 
 
 
+def test_json_is_laid_out_a_line_per_run_and_reads_back_as_the_document(tmp_path: Path) -> None:
+    result = hurts_result()
+    text = json_report.write_json(result, tmp_path / "r.json").read_text()
+    doc = json_report.results(result)
+    assert json.loads(text) == json.loads(json.dumps(doc, default=str))
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}" and lines[1].startswith('  "')
+    runs = [ln for ln in lines if ln.startswith("        {") and '"arm"' in ln]
+    assert len(runs) == 8 and all(json.loads(ln.rstrip(","))["run_id"] for ln in runs)
+    odd = {"empty": {}, "none": [], "nested": [[1, (2, 3)], {"k": Path("/p")}], "é": "ü"}
+    for levels in range(6):
+        assert json.loads(json_report.dumps_laid_out(odd, levels)) == {
+            "empty": {}, "none": [], "nested": [[1, [2, 3]], {"k": "/p"}], "é": "ü"}
+
+
 def test_json_v3_names_checks_and_the_tasks_not_run(tmp_path: Path) -> None:
     result = hurts_result()
     suite = result.outcomes[0].target.suite_rel
