@@ -46,6 +46,10 @@ from .trial import Outcome, Target, TrialResult, TrialRun, group_pairs, pair_out
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
+#: How long an xdist worker holds the marks of its cached runs before it writes them.
+MARK_MAX_AGE_S = 0.1
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the session is, so it stops as on Ctrl-C: the run in
     flight closes its sandbox (``run.execute_run``'s ``finally``), finished runs stay."""
@@ -187,8 +191,8 @@ class SkillCourt:
         with self._store_lock:
             if self._store is None:
                 store = Store(self.settings.store, check=not self.is_worker)
-                if not self.is_worker:  # no other worker waits for this process's marks
-                    store.hold_marks()
+                # another worker's early stop may wait for a worker's marks: not for long
+                store.hold_marks(max_age_s=MARK_MAX_AGE_S if self.is_worker else None)
                 self._store = LockedStore(store) if self.settings.concurrency > 1 else store
             return self._store  # type: ignore[no-any-return]
 
@@ -458,6 +462,7 @@ class SkillCourt:
             record = None  # a skill within its reach has changed since
         cached = record is not None
         if record is None:
+            store.flush_marks()  # nothing held while a run takes minutes (another worker may wait)
             run_id = f"{self.trial}-{key[:16]}"
             record = execute_run(ctx, run_id=run_id, key=key)
         if self._ahead is not None and self._ahead.cancelled.is_set():
@@ -546,6 +551,8 @@ class SkillCourt:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
+            if self._store is not None:  # before xdist says this worker finished: the controller reads them
+                self._store.flush_marks()
             out = getattr(self.config, "workeroutput", None)
             if out is not None:
                 out["skill_court_targets"] = [t.to_dict() for t in self.targets.values()]

@@ -218,6 +218,9 @@ class Store:
         self.path = Path(path)
         self.readonly = readonly
         self._hold = False
+        #: with hold_marks(max_age_s=...): how long a held mark may wait, and since when the oldest has
+        self._hold_max_age = float("inf")
+        self._held_since = 0.0
         self._marks: list[tuple[Any, ...]] = []
         existed = False
         try:
@@ -371,16 +374,21 @@ class Store:
     #: Marks of cached runs held before they are written together (:meth:`record_run`).
     MARK_BATCH = 500
 
-    def hold_marks(self) -> None:
+    def hold_marks(self, *, max_age_s: float | None = None) -> None:
         """From now on, keep the marks of runs reused from the cache (``trial_runs`` rows)
         and write them together: every :data:`MARK_BATCH`, with the next fresh run,
         before anything of this connection reads ``trial_runs``, and at
-        :meth:`flush_marks` and :meth:`close`.  Only for a session whose marks no
-        other process waits for (not an xdist worker: another worker's early stop
-        polls for them).  A fresh run is still written at once, in its own
+        :meth:`flush_marks` and :meth:`close`.  With ``max_age_s``, also with the first
+        mark recorded that long after the oldest held one: for an xdist worker, whose
+        marks another worker's early stop polls for (the worker also flushes before a
+        fresh run and when its session ends; ``session.py``).  One write transaction
+        per cached run was most of a cached ``-n 2`` session: the workers queued on
+        each other's write lock.  A fresh run is still written at once, in its own
         transaction, so a crash never loses a run; it may lose the marks of cached
         runs, whose records are in the store already (README "Store, cache and budget")."""
         self._hold = True
+        if max_age_s is not None:
+            self._hold_max_age = max_age_s
 
     def flush_marks(self) -> None:
         """Write the held marks of cached runs, in one transaction."""
@@ -403,8 +411,11 @@ class Store:
         mark = (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
                 record.arm, record.rep, int(cached))
         if cached and self._hold:
+            now = time.monotonic()
+            if not self._marks:
+                self._held_since = now
             self._marks.append(mark)
-            if len(self._marks) >= self.MARK_BATCH:
+            if len(self._marks) >= self.MARK_BATCH or now - self._held_since >= self._hold_max_age:
                 self.flush_marks()
             return
         with self._write_with_marks() as db:

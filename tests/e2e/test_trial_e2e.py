@@ -143,6 +143,11 @@ def test_xdist_gives_the_same_verdicts(pytester: pytest.Pytester, server: LLMSer
     props = junit_properties(pytester.path / "junit.xml")
     assert props["skills_tests.house-format.yaml::verdict[test-model]"]["verdict"] == "HURTS"
     assert props["skills_tests.other-tip.yaml::verdict[test-model]"]["verdict"] == "NEUTRAL"
+    # again with -n 2: every run from the cache, every mark of it in the store before the
+    # controller decides (workers hold their cached runs' marks, and write them as they finish)
+    again = run_court(pytester, "-n", "2", subprocess=True)
+    again.assert_outcomes(passed=13, failed=1)
+    again.stdout.fnmatch_lines(["*house-format*HURTS*", "*other-tip*NEUTRAL*", "*: 12 runs (12 cached), 0 model calls*"])
     solo = run_court(pytester, "--skill-court-fresh")  # in process: no second interpreter to start
     solo.stdout.fnmatch_lines(["*house-format*HURTS*", "*other-tip*NEUTRAL*"])
 

@@ -11,6 +11,7 @@ keeps them, and closing writes them.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,19 @@ def test_the_runs_by_target_are_the_runs_of_each_suite_and_model(tmp_path: Path)
     store, runs = filled(tmp_path, 3)
     assert store.trial_runs_by_target("old") == {("skills_tests/s.yaml", "custom/m"): store.trial_runs("old")}
     store.close()
+
+
+def test_a_max_age_writes_held_marks_once_the_oldest_is_that_old(tmp_path: Path) -> None:
+    # an xdist worker holds its marks at most this long: another worker's early stop waits for them
+    store, runs = filled(tmp_path, 4)
+    store.hold_marks(max_age_s=0.05)
+    store.record_run(runs[0], trial="new", cached=True)
+    store.record_run(runs[1], trial="new", cached=True)
+    assert marks_on_disk(store.path, "new") == 0  # young: held
+    time.sleep(0.06)
+    store.record_run(runs[2], trial="new", cached=True)
+    assert marks_on_disk(store.path, "new") == 3  # the oldest was old enough: all written
+    store.record_run(runs[3], trial="new", cached=True)
+    assert marks_on_disk(store.path, "new") == 3  # a new oldest, held again
+    store.close()
+    assert marks_on_disk(store.path, "new") == 4
