@@ -52,7 +52,23 @@ def build(root: Path, base_url: str, skills: int, tasks: int) -> None:
     (root / "pytest.ini").write_text(ini(base_url, sandbox="local"))
 
 
-def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, label: str) -> dict:
+#: The pytest plugins a bench session loads: ours and xdist, not the environment's.
+PRODUCT_PLUGINS = ("pytest_skillcourt.plugin", "xdist.plugin")
+
+
+def only_product_plugins(argv: list[str], env: dict[str, str]) -> None:
+    """In place: the session ``argv`` (``python -m pytest ...``) loads :data:`PRODUCT_PLUGINS`
+    and no other installed plugin.  The benches measure this product, not the test tools
+    installed beside it: on this project's dev environment hypothesis and the others add
+    0.5 s to every pytest process, an xdist session's workers and controller alike."""
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    at = argv.index("pytest") + 1
+    argv[at:at] = [arg for name in PRODUCT_PLUGINS for arg in ("-p", name)]
+
+
+def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, label: str,
+            *, environment_plugins: bool = False) -> dict:
+    """One session; without ``environment_plugins``, :func:`only_product_plugins`."""
     counter.reset()
     calls = len(server.requests)
     argv = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
@@ -60,6 +76,8 @@ def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, 
     if workers > 1:
         argv += ["-n", str(workers)]
     env = {**os.environ, "PATH": counter.path_env, "PYTHONPATH": str(ROOT)}
+    if not environment_plugins:
+        only_product_plugins(argv, env)
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -84,14 +102,18 @@ def main() -> None:
     # Default no -n: a re-run is a few seconds of fixed start-up (pytest, plugins, scipy),
     # and with -n 2 each xdist worker pays that start-up again (measured: 7 s of 57 s).
     parser.add_argument("--workers", type=int, default=1, help="xdist workers for both runs (1 = no -n)")
+    parser.add_argument("--environment-plugins", action="store_true",
+                        help="let pytest load every plugin installed here (default: ours and xdist only)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="skillcourt-cache-bench-"))
     counter = BwrapCounter()
     try:
         with LLMServer(model) as server:
             build(root, server.base_url, args.skills, args.tasks)
-            first = session(root, args.workers, counter, server, "first")
-            second = session(root, args.workers, counter, server, "second")
+            first = session(root, args.workers, counter, server, "first",
+                            environment_plugins=args.environment_plugins)
+            second = session(root, args.workers, counter, server, "second",
+                             environment_plugins=args.environment_plugins)
     finally:
         counter.remove()
         shutil.rmtree(root, ignore_errors=True)
@@ -102,7 +124,8 @@ def main() -> None:
     rows = [("run", "wall s", "model calls", "sandboxes", "bwrap jails"),
             ("first", f"{first['wall_s']:.1f}", str(first["model_calls"]), str(first["sandboxes"]), str(first["jails"])),
             ("re-run", f"{second['wall_s']:.1f}", str(second["model_calls"]), str(second["sandboxes"]), str(second["jails"]))]
-    print(f"{args.skills} skills x {args.tasks} checked tasks = {runs} runs, local sandbox, {n}")
+    plugins = "every pytest plugin installed" if args.environment_plugins else "pytest plugins: ours and xdist"
+    print(f"{args.skills} skills x {args.tasks} checked tasks = {runs} runs, local sandbox, {n}, {plugins}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
