@@ -453,20 +453,44 @@ def peak_of(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float)
     return Measured(float(wall), float(cpu), int(rss) // 1024, proc)
 
 
+#: The floor's items: pytest's own cost of collecting and running items like ours
+#: (``pytest.Item`` subclasses made by a ``pytest.File``, with an empty ``runtest``).
+FLOOR_CONFTEST = '''
+import pytest
+
+class Floor(pytest.Item):
+    def runtest(self):
+        pass
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+class FloorFile(pytest.File):
+    def collect(self):
+        for i in range(int(self.path.read_text())):
+            yield Floor.from_parent(self, name=f"t{i // 2}[{'with' if i % 2 else 'without'}]")
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix == ".floor":
+        return FloorFile.from_parent(parent, path=file_path)
+'''
+
+
 def pytest_floor(root: Path, items: int) -> Row:
-    """pytest alone on ``items`` trivial test items (as many as the library's run and
-    verdict items): what collecting and running that many items costs any plugin."""
+    """pytest alone (no plugin) on ``items`` empty items of a custom ``pytest.Item`` class, as
+    many as the library's run and verdict items: what collecting and running that many
+    items costs any plugin."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pytest.ini").write_text("[pytest]\n")
-    (root / "test_floor.py").write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({items}))\n"
-                                        "def test_item(i):\n    pass\n")
+    (root / "conftest.py").write_text(FLOOR_CONFTEST)
+    (root / "items.floor").write_text(str(items))
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
     limit = SCALE_TIMEOUT_S + items / 10
     env = {**court_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # pytest alone: no plugin at all
     co, run = peak_of([*argv, "--co"], root, env, limit), peak_of(argv, root, env, limit)
     if f"{items} passed" not in run.proc.stdout:
         sys.exit(f"scale bench: pytest alone did not pass {items} items:\n{run.proc.stdout[-2000:]}")
-    return Row(f"pytest alone, {items} trivial items (the floor of any plugin at that many items)", "reference",
+    return Row(f"pytest alone, {items} empty items (the floor of any plugin at that many items)", "reference",
                f"--co {co.line()}; run {run.line()}", None)
 
 
