@@ -31,6 +31,7 @@ from pytest_skillcourt.agent.client import ChatClient
 from pytest_skillcourt.transcript import load_index, message_text, parse_calls
 from pytest_skillcourt.trial import Cause
 from pytest_skillcourt.llm import (
+    Asked,
     TokenBudget,
     UnreadableReply,
     ask_structured,
@@ -219,9 +220,9 @@ def cause_messages(*, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
             {"role": "user", "content": user}]
 
 
-def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
-               skill_name: str, other_answer: str, skill_md: str,
-               budget: TokenBudget | None = None, deadline: float | None = None) -> Cause | None:
+def ask_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Mapping[str, Any]],
+              skill_name: str, other_answer: str, skill_md: str,
+              budget: TokenBudget | None = None, deadline: float | None = None) -> tuple[Cause | None, Asked]:
     """Ask the judge model why the skill made this task fail.
 
     ``transcript`` is the failing ``with`` run in OpenAI message format.  The
@@ -229,15 +230,21 @@ def find_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Map
 
     Returns:
         The :class:`Cause`, or None on a provider error, an exhausted budget or
-        a reply that stayed unreadable.
+        a reply that stayed unreadable; and what asking got (its error and the
+        tokens spent, which count even when no cause came of them).
     """
     messages = cause_messages(task_prompt=task_prompt, transcript=transcript,
                               skill_name=skill_name, other_answer=other_answer, skill_md=skill_md)
     asked = ask_structured(client, messages, _parse_cause, budget, who="cause finder",
                            deadline=deadline)
     if asked.error is not None:
-        return None
+        return None, asked
     cause, line = asked.value
     return Cause(cause=clean_cause(cause), line=find_line(skill_md, line),
                  input_tokens=asked.input_tokens, output_tokens=asked.output_tokens,
-                 prompt_version=CAUSE_PROMPT_VERSION)
+                 prompt_version=CAUSE_PROMPT_VERSION), asked
+
+
+def find_cause(client: ChatClient, **kwargs: Any) -> Cause | None:
+    """:func:`ask_cause`'s cause alone (same keyword arguments)."""
+    return ask_cause(client, **kwargs)[0]

@@ -25,7 +25,7 @@ import pytest
 
 from .agent.client import ChatClient, ModelSpec
 from .cache import cause_key, judgment_key
-from .cause import find_cause
+from .cause import ask_cause
 from .frozen import SuiteSource
 from .judge import Judgment, RunView, judge_pairs
 from .llm import TokenBudget
@@ -295,7 +295,8 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
     """Why it hurt (README "Why it hurt"): ask the judge about one task the skill made fail.
 
     Returns the cause (None when none was found) and what asking cost in this
-    session (0 for a cause reused from the store)."""
+    session (0 for a cause reused from the store; replies that stayed unreadable
+    count, and are recorded so the session's spend does too)."""
     lost = sorted((p.task_id, p.rep) for p in evidence if not p.with_success and p.without_success)
     pair = next((p for p in pairs if lost and (p.task_id, p.rep) == lost[0]), None)
     if pair is None or pair.with_run is None or pair.without_run is None:
@@ -311,15 +312,20 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
     key = cause_key(w, wo, judge, skill.hash)
     store = court.store()
     stored = None if court.settings.fresh else store.cause(key)
-    if stored is not None:
+    if stored is not None and isinstance(stored.get("cause"), str):  # not a failed attempt: asked again
         return Cause.from_dict(stored), 0.0
-    cause = find_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
-                       skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
-                       budget=court.judge_budget(), deadline=judging_deadline(court))
-    if cause is None:
-        return None, 0.0
-    cost, _ = price(court.settings, judge, cause.input_tokens, cause.output_tokens, None)
-    store.record_cause(key, trial=court.trial, data=cause.to_dict(), cost_usd=cost)
+    cause, asked = ask_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
+                             skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
+                             budget=court.judge_budget(), deadline=judging_deadline(court))
+    cost, _ = price(court.settings, judge, asked.input_tokens, asked.output_tokens, None)
+    if cause is not None:
+        store.record_cause(key, trial=court.trial, data=cause.to_dict(), cost_usd=cost)
+    elif asked.input_tokens or asked.output_tokens:
+        # replies that stayed unreadable still cost: recorded so the session's spend and
+        # budget count them (as an undecided judgment is), and asked again next session
+        store.record_cause(key, trial=court.trial, cost_usd=cost, data={
+            "cause": None, "error": asked.error,
+            "input_tokens": asked.input_tokens, "output_tokens": asked.output_tokens})
     return cause, cost or 0.0
 
 

@@ -69,8 +69,8 @@ _KEYED = [
     ("runs", "run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, status, outcome, "
              "cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data"),
     ("trial_runs", "trial, run_id, skill, model, suite, task_id, arm, rep, cached"),
-    ("causes", "key, trial, created_at, data"),
 ]
+_CAUSE_COLS = "key, trial, created_at, data, cost_usd"
 _JUDGMENT_COLS = ("key, trial, with_run, without_run, winner, input_tokens, output_tokens, cost_usd, "
                   "created_at, data")
 _CONTENT = [
@@ -96,6 +96,14 @@ def _copy(db: GuardedConnection, alias: str) -> dict[str, int]:
         "WHERE true ON CONFLICT(key) DO UPDATE SET winner = excluded.winner, data = excluded.data, "
         "created_at = excluded.created_at WHERE judgments.winner IS NULL AND excluded.winner IS NOT NULL")
     counts["judgments"] = db.total_changes - before
+    before = db.total_changes
+    # Likewise a cause found wins over a failed attempt at it (kept for its cost).
+    db.execute(
+        f"INSERT INTO causes({_CAUSE_COLS}) SELECT {_CAUSE_COLS} FROM {alias}.causes WHERE true "
+        "ON CONFLICT(key) DO UPDATE SET trial = excluded.trial, data = excluded.data, "
+        "created_at = excluded.created_at, cost_usd = excluded.cost_usd "
+        "WHERE json_extract(causes.data, '$.cause') IS NULL AND json_extract(excluded.data, '$.cause') IS NOT NULL")
+    counts["causes"] = db.total_changes - before
     for table, cols in _CONTENT:
         names = [c.strip() for c in cols.split(",")]
         same = " AND ".join(f"t.{c} IS s.{c}" for c in names)

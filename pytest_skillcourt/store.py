@@ -508,7 +508,8 @@ class Store:
     # -- causes ---------------------------------------------------------------
 
     def cause(self, key: str) -> dict[str, Any] | None:
-        """A stored cause (``cause.Cause.to_dict()``) for this key, if any."""
+        """A stored cause (``cause.Cause.to_dict()``) for this key, if any; or a failed
+        attempt (``"cause": None``, its error and tokens), kept for what it cost."""
         row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
         return self._json(row[0]) if row else None
 

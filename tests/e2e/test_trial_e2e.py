@@ -8,6 +8,9 @@ reads the terminal, the exit status and the JUnit file.
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +32,14 @@ pytestmark = pytest.mark.usefixtures("bwrap_ok")
 
 
 ANSWER_CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'
+
+
+def sqlite_rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
 
 
 def make_library(pytester: pytest.Pytester, base_url: str, n_tasks: int = 3, *, extra_ini: str = "",
@@ -86,6 +97,34 @@ def test_hurts_verdict_fails_the_item_and_the_session(pytester: pytest.Pytester,
     verdict = props["skills_tests.house-format.yaml::verdict[test-model]"]
     assert verdict["__status__"] == "failure" and verdict["skill_line"] == "Follow the house rules."
     assert "example.com" not in verdict["cause"]
+
+
+def test_a_cause_the_judge_could_not_give_still_costs_and_is_asked_again(pytester: pytest.Pytester,
+                                                                         server: LLMServer) -> None:
+    agent = loading_agent("house-format", wrong_total, right_total)
+    finder: list[RecordedRequest] = []
+
+    def handler(request: RecordedRequest) -> Reply:
+        if not request.tools:  # the cause finder: a reply it can never read, 60 tokens each
+            finder.append(request)
+            return Reply(content="no idea, sorry", input_tokens=50, output_tokens=10)
+        return agent(request)
+
+    server.set_handler(handler)
+    make_library(pytester, server.base_url, extra_ini="skill_court_prices = test-model = 1000 1000\n")
+    run_court(pytester).assert_outcomes(passed=6, failed=1)
+    assert len(finder) == 2  # asked, then asked again with what was wrong
+    db = pytester.path / ".skill-court" / "court.db"
+    [(first_trial, cost, data)] = sqlite_rows(db, "SELECT trial, cost_usd, data FROM causes")
+    assert cost == pytest.approx(0.12) and json.loads(data)["cause"] is None  # 120 tokens at $1,000/Mtok
+
+    # the re-run takes every run from the cache but asks for the cause again, and pays for it
+    again = run_court(pytester)
+    again.assert_outcomes(passed=6, failed=1)
+    again.stdout.fnmatch_lines(["*: 6 runs (6 cached), 0 model calls*, $0.1200 spent*"])
+    assert len(finder) == 4
+    [(trial, cost, _)] = sqlite_rows(db, "SELECT trial, cost_usd, data FROM causes")
+    assert trial != first_trial and cost == pytest.approx(0.12)
 
 
 def test_fail_on_never_keeps_hurts_green(pytester: pytest.Pytester, server: LLMServer) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,24 @@ def test_tasks_mine_is_wired(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["tasks", "mine", "--hermes-home", str(tmp_path)]) == 1
     assert "no Hermes session database there" in capsys.readouterr().err
     assert main(["tasks"]) == 2  # a tasks command is required
+
+
+def test_a_cause_found_wins_over_a_failed_attempt_and_keeps_its_cost(tmp_path: Path) -> None:
+    failed = {"cause": None, "error": "cause finder reply unreadable after 2 attempt(s)",
+              "input_tokens": 50, "output_tokens": 10}
+    found = {"cause": "the rule misled it", "line": None, "input_tokens": 40, "output_tokens": 8}
+    stores = {}
+    for name, trial, data, cost in (("a", "ta", failed, 0.06), ("b", "tb", found, 0.048)):
+        store = Store(tmp_path / f"{name}.db")
+        store.record_cause("k1", trial=trial, data=data, cost_usd=cost)
+        store.close()
+        stores[name] = tmp_path / f"{name}.db"
+    for order in (("a", "b"), ("b", "a")):
+        out = tmp_path / f"out-{''.join(order)}.db"
+        merge_stores([stores[n] for n in order], out)
+        con = sqlite3.connect(out)
+        try:
+            [(trial, data, cost)] = con.execute("SELECT trial, data, cost_usd FROM causes").fetchall()
+        finally:
+            con.close()
+        assert (trial, json.loads(data)["cause"], cost) == ("tb", "the rule misled it", 0.048), order
