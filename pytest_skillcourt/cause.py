@@ -243,8 +243,3 @@ def ask_cause(client: ChatClient, *, task_prompt: str, transcript: Sequence[Mapp
     return Cause(cause=clean_cause(cause), line=find_line(skill_md, line),
                  input_tokens=asked.input_tokens, output_tokens=asked.output_tokens,
                  prompt_version=CAUSE_PROMPT_VERSION), asked
-
-
-def find_cause(client: ChatClient, **kwargs: Any) -> Cause | None:
-    """:func:`ask_cause`'s cause alone (same keyword arguments)."""
-    return ask_cause(client, **kwargs)[0]

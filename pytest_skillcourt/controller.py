@@ -321,8 +321,8 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
     if cause is not None:
         store.record_cause(key, trial=court.trial, data=cause.to_dict(), cost_usd=cost)
     elif asked.input_tokens or asked.output_tokens:
-        # replies that stayed unreadable still cost: recorded so the session's spend and
-        # budget count them (as an undecided judgment is), and asked again next session
+        # replies that stayed unreadable still cost: recorded so the session's spend counts
+        # them (as it counts an undecided judgment), and asked again next session
         store.record_cause(key, trial=court.trial, cost_usd=cost, data={
             "cause": None, "error": asked.error,
             "input_tokens": asked.input_tokens, "output_tokens": asked.output_tokens})

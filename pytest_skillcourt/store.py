@@ -382,8 +382,8 @@ class Store:
         mark recorded that long after the oldest held one: for an xdist worker, whose
         marks another worker's early stop polls for (the worker also flushes before a
         fresh run and when its session ends; ``session.py``).  One write transaction
-        per cached run was most of a cached ``-n 2`` session: the workers queued on
-        each other's write lock.  A fresh run is still written at once, in its own
+        per cached run was about a third of a cached ``-n 2`` session: the workers
+        queued on each other's write lock.  A fresh run is still written at once, in its own
         transaction, so a crash never loses a run; it may lose the marks of cached
         runs, whose records are in the store already (README "Store, cache and budget")."""
         self._hold = True

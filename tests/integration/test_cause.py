@@ -1,4 +1,4 @@
-"""Why it hurt (README "How verdicts are made"): ``find_cause`` against the local test server, from the
+"""Why it hurt (README "How verdicts are made"): ``ask_cause`` against the local test server, from the
 request it sends to what survives of the reply."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from pytest_skillcourt import llm
-from pytest_skillcourt.cause import CAUSE_LIMIT, Cause, find_cause
+from pytest_skillcourt.cause import CAUSE_LIMIT, Cause, ask_cause
 from pytest_skillcourt.llm import TokenBudget
 from tests.support.builders import chat_client
 from tests.support.cause_transcript import LINE, MARKER, SKILL_MD, TRANSCRIPT
@@ -25,7 +25,7 @@ def ask(server: LLMServer, **overrides) -> Cause | None:
     kwargs = dict(task_prompt="Sum the amount column of sales.csv.", transcript=TRANSCRIPT,
                   skill_name="sales-csv-totals", other_answer="The total is 42.", skill_md=SKILL_MD)
     kwargs.update(overrides)
-    return find_cause(chat_client(server.base_url), **kwargs)
+    return ask_cause(chat_client(server.base_url), **kwargs)[0]
 
 
 # --------------------------------------------------------------------------
