@@ -114,11 +114,17 @@ def court_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def court(root: Path, *args: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+def court_command(*args: str, extra_env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a bench court session (ours and xdist the only plugins)."""
     argv = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
             "--skill-court-fail-on", "never", "--skill-court-no-early-stop", *args]
-    env = court_env()
+    env = {**court_env(), **(extra_env or {})}
     only_product_plugins(argv, env)
+    return argv, env
+
+
+def court(root: Path, *args: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    argv, env = court_command(*args)
     return timed(argv, root, env)
 
 
@@ -126,11 +132,8 @@ def court_sandbox_time(root: Path, runs: int, *args: str) -> tuple[float, float,
     """(wall s, CPU s, seconds inside sandbox calls) of one session in ``root`` whose
     ``runs`` runs must all pass."""
     out = root / "sandbox-time.json"
-    env = {**court_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{root}",
-           "SKILL_COURT_BENCH_SANDBOX_TIME": str(out)}
-    argv = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
-            "-p", "bench_sandbox_time", "--skill-court-fail-on", "never", "--skill-court-no-early-stop", *args]
-    only_product_plugins(argv, env)
+    argv, env = court_command("-p", "bench_sandbox_time", *args, extra_env={
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "SKILL_COURT_BENCH_SANDBOX_TIME": str(out)})
     wall, cpu, proc = timed(argv, root, env)
     if proc.returncode not in (0, 1) or not out.exists() or f"{runs + 1} passed" not in proc.stdout:
         sys.exit(f"our session did not pass its {runs} runs and verdict ({proc.returncode}):\n"
@@ -509,14 +512,11 @@ def cached_share(db: Path) -> tuple[int, int]:
 
 def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
     rows: list[Row] = []
-    base = [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", "-q",
-            "--skill-court-fail-on", "never", "--skill-court-allow-unpriced", "--skill-court-no-early-stop"]
     points: list[tuple[int, Measured, Measured]] = []
     for n in sizes:
         root = library(work / f"lib-{n}", n)
-        env = {**court_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""}
-        argv = list(base)
-        only_product_plugins(argv, env)
+        argv, env = court_command("--skill-court-allow-unpriced", extra_env={
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""})
         limit = SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * n
         co = peak_of([*argv, "--co"], root, env, limit)
         fill = peak_of([*argv, "-p", "bench_fill"], root, env, limit)
