@@ -37,7 +37,10 @@ HOSTILE = (
     f"printf '{SHIM}' > /tmp/grep; chmod +x /tmp/grep; mkdir -p /usr/local/bin; "
     "for d in /usr/local/bin /usr/bin /bin; do cp /tmp/grep $d/grep 2>/dev/null; done; "
     "mkdir -p /tmp/skill-court; "
-    "setsid sh -c 'while :; do echo RIGHT > /tmp/skill-court/answer; sleep 0.02; done' "
+    # Written aside and renamed into place: a reader never sees the file half-written
+    # (``echo >`` truncates first, and CI once read it empty in that instant).
+    "setsid sh -c 'while :; do echo RIGHT > /tmp/skill-court/.right; "
+    "mv -f /tmp/skill-court/.right /tmp/skill-court/answer; sleep 0.02; done' "
     "</dev/null >/dev/null 2>&1 & echo done"
 )
 #: ``env`` runs the ``grep`` PATH finds (a busybox shell would run its own applet).
