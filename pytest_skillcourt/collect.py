@@ -196,6 +196,8 @@ class RunItem(pytest.Item):
         self.suite = suite
         self.task = task
         self.run = run
+        #: the run's context, key and cached record when the protocol looked them up first
+        self.looked_up: tuple[Any, str, Any] | None = None
         self.add_marker(pytest.mark.skill_court)
 
     def runtest(self) -> None:

@@ -65,6 +65,13 @@ class RunAhead(Generic[I, T]):
         """Whether ``item`` was handed to the threads."""
         return id(item) in self._futures
 
+    def finished(self, item: I) -> T | None:
+        """``item``'s result if its run already ended without raising, else None (no wait)."""
+        future = self._futures.get(id(item))
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            return None
+        return future.result()
+
     def result(self, item: I) -> T:
         """Wait for ``item``'s run; raises what the run raised (``pytest.skip`` too)."""
         return self._futures[id(item)].result()

@@ -32,6 +32,7 @@ from .controller import produce_verdicts
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
 from .options import FailOn, Settings
+from .protocol import has_skipping_mark, quiet_possible, run_served
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import JUNIT_PLUGIN, JunitRunData, add_judgments, check_family, logxml, pair_properties
 from .report.progress import Progress, format_tokens
@@ -130,6 +131,8 @@ class SkillCourt:
         self._rel: dict[str, str] = {}
         self._root: Path | None = None
         self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
+        #: why a run served from the store takes pytest's full protocol ("": it need not)
+        self._quiet: str | None = None
 
     # -- shared state --------------------------------------------------------
 
@@ -447,21 +450,18 @@ class SkillCourt:
 
     def _obtain_run(self, item: RunItem) -> tuple[RunRecord, bool]:
         """The run of ``item`` from the cache or executed now, recorded in the store;
-        ``pytest.skip`` when the budget or early stop says no run may start.  Thread-safe
+        ``pytest.skip`` when early stop or, for a run to execute, the budget says no run
+        may start (a run from the cache spends nothing).  Thread-safe
         (``--skill-court-concurrency`` calls it from its threads)."""
-        s = self.settings
         run = item.run
         store = self.store()
-        self._check_budget(store)
-        if s.early_stop:
+        if self.settings.early_stop:
             self._check_early_stop(item)
-        ctx = self.run_context(item)
-        key = run_key(ctx)
-        record: RunRecord | None = None if s.fresh else store.cached_run(key)
-        if record is not None and not still_valid(record, reach_of(ctx)):
-            record = None  # a skill within its reach has changed since
+        ctx, key, record = item.looked_up or self._look_up(item)
+        item.looked_up = None
         cached = record is not None
         if record is None:
+            self._check_budget(store)
             store.flush_marks()  # nothing held while a run takes minutes (another worker may wait)
             run_id = f"{self.trial}-{key[:16]}"
             record = execute_run(ctx, run_id=run_id, key=key)
@@ -470,6 +470,41 @@ class SkillCourt:
             raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: cancelled, the session stopped")
         store.record_run(record, trial=self.trial, cached=cached)
         return record, cached
+
+    def _look_up(self, item: RunItem) -> tuple[RunContext, str, RunRecord | None]:
+        """The run's context, its key and its record in the cache (None: it must run)."""
+        ctx = self.run_context(item)
+        key = run_key(ctx)
+        record: RunRecord | None = None if self.settings.fresh else self.store().cached_run(key)
+        if record is not None and not still_valid(record, reach_of(ctx)):
+            record = None  # a skill within its reach has changed since
+        return ctx, key, record
+
+    def _served(self, item: RunItem) -> bool:
+        """Whether ``item``'s run comes from the store (looked up now and kept for its
+        ``runtest``, or already done ahead): nothing to capture, it may skip pytest's
+        per-phase hooks (``protocol.py``)."""
+        if self._ahead is not None:
+            done = self._ahead.finished(item)
+            return done is not None and done[1]
+        try:
+            found = self._look_up(item)
+        except (StoreError, SkillCourtError):
+            return False  # the full protocol reports it
+        item.looked_up = found
+        return found[2] is not None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """A run item served from the store goes through ``protocol.run_served``;
+        everything else through pytest's own protocol."""
+        if not isinstance(item, RunItem):
+            return None
+        if self._quiet is None:
+            self._quiet = quiet_possible(self.config, item.session) or ""
+        if self._quiet or has_skipping_mark(item) or not self._served(item):
+            return None
+        return run_served(item, nextitem)
 
     def run_context(self, item: RunItem) -> RunContext:
         """Everything the run of ``item`` depends on (its cache key comes from it)."""

@@ -1,0 +1,208 @@
+"""Run items served from the store skip pytest's per-phase hooks (``protocol.py``;
+docs/architecture.md, "Items served from the store"), and nothing else changes.
+
+Each session here runs in a child python with only this plugin (and xdist where
+asked) loaded: the dev environment's hypothesis plugin implements
+``pytest_runtest_call``, which (as any plugin's phase hook) keeps the full protocol.
+Which protocol an item took shows in ``PYTEST_CURRENT_TEST`` while its call report
+is logged: pytest's own call phase sets it, the served path does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.builders import (
+    ini,
+    junit_properties,
+    question_number,
+    run_court,
+    task,
+    write_skill,
+    write_suite,
+)
+from tests.support.llm_server import LLMServer, RecordedRequest, Reply
+
+pytestmark = pytest.mark.usefixtures("bwrap_ok")
+
+#: A conftest that writes, per call report, whether pytest's call phase ran for it.
+WITNESS = '''
+import json, os
+
+def pytest_runtest_logreport(report):
+    # an xdist controller's copy of a worker's report (``node``) says nothing of its protocol
+    if report.when == "call" and getattr(report, "node", None) is None:
+        with open("protocol.jsonl", "a") as f:
+            f.write(json.dumps([report.nodeid, os.environ.get("PYTEST_CURRENT_TEST", "")]) + "\\n")
+'''
+#: Lets ``--skill-court-concurrency``'s threads finish before pytest's loop starts.
+LOOP_WAITS = '''
+import time
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    time.sleep(1)
+'''
+#: Skips one run item by a mark (pytest's skipping plugin gives it its meaning at setup).
+SKIP_H2_WITH = '''
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name == "h2[with]":
+            item.add_marker(pytest.mark.skip(reason="not this one"))
+'''
+#: A conftest with a phase hook of its own: the full protocol must run for every item.
+PHASE_HOOK = '''
+def pytest_runtest_setup(item):
+    with open("setup-hook.txt", "a") as f:
+        f.write(item.nodeid + "\\n")
+'''
+
+
+def answers(request: RecordedRequest) -> Reply:
+    if not request.tools:
+        return Reply(content=json.dumps({"winner": "tie", "reason": "same"}))
+    return Reply(content=f"TOTAL-{question_number(request)}", input_tokens=10, output_tokens=5)
+
+
+def project(pytester: pytest.Pytester, base_url: str, *, conftest: str = WITNESS) -> None:
+    write_skill(pytester.path / "skills", "house-format", "How we format totals")
+    write_suite(pytester.path, "house-format", [
+        task(f"h{i}", f"Question {i}: give the total.", f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"')
+        for i in range(1, 4)])
+    pytester.makefile(".ini", pytest=ini(base_url, sandbox="local"))
+    pytester.makeconftest(conftest)
+
+
+def court(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> pytest.RunResult:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # this test's own, inherited
+    return run_court(pytester, "-p", "pytest_skillcourt.plugin", *args, subprocess=True)
+
+
+def protocols(pytester: pytest.Pytester) -> dict[str, str]:
+    """nodeid -> 'full' or 'served', from the witness conftest (then cleared)."""
+    path = pytester.path / "protocol.jsonl"
+    seen = {}
+    for line in path.read_text().splitlines():
+        nodeid, current = json.loads(line)
+        if "::verdict[" not in nodeid:  # verdict items: reported by the controller after the runs
+            seen[nodeid] = "full" if current == f"{nodeid} (call)" else "served"
+    path.unlink()
+    return seen
+
+
+def cases_of(path: Path) -> dict[str, dict[str, str]]:
+    """Every testcase's properties and status, less what differs from session to session."""
+    return {name: {k: v for k, v in props.items() if k not in ("duration_s", "trial", "spend_usd")}
+            for name, props in junit_properties(path).items()}
+
+
+def test_a_cached_session_is_served_and_reports_what_the_full_protocol_reports(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.set_handler(answers)
+    project(pytester, server.base_url)
+    court(pytester, monkeypatch).assert_outcomes(passed=7)
+    assert set(protocols(pytester).values()) == {"full"}  # fresh runs: pytest's protocol, captured
+
+    served = court(pytester, monkeypatch, "-rA", "--junitxml=served.xml")
+    served.assert_outcomes(passed=7)
+    assert set(protocols(pytester).values()) == {"served"}
+    calls = len(server.requests)
+
+    # The same cached session with a conftest phase hook: the full protocol, for every item.
+    pytester.makeconftest(WITNESS + PHASE_HOOK)
+    full = court(pytester, monkeypatch, "-rA", "--junitxml=full.xml")
+    full.assert_outcomes(passed=7)
+    assert set(protocols(pytester).values()) == {"full"}
+    assert len((pytester.path / "setup-hook.txt").read_text().splitlines()) == 6
+    assert len(server.requests) == calls  # both sessions from the store
+
+    assert cases_of(pytester.path / "served.xml") == cases_of(pytester.path / "full.xml")
+    props = cases_of(pytester.path / "served.xml")
+    runs = {k: p for k, p in props.items() if "verdict[" not in k}
+    assert len(runs) == 6 and all(p["cached"] == "true" and p["outcome"] == "success" for p in runs.values())
+    for result in (served, full):
+        result.stdout.fnmatch_lines(["*house-format*NEUTRAL*", "*SUCCESS*cached*h1[[]with[]]*"])
+
+
+def test_python_tests_around_served_items_set_up_and_tear_down_as_always(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest's setup state stays right across served items: module fixtures of plain
+    tests in folders before and after the suites are set up and torn down once each, and
+    a court item that took the full protocol (a fresh run) leaves its suite file set up
+    for the served items after it to tear down."""
+    server.set_handler(answers)
+    project(pytester, server.base_url)
+    fixture = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def res(request):
+    open("events.txt", "a").write("up {0}\\n".format(request.module.__name__))
+    yield
+    open("events.txt", "a").write("down {0}\\n".format(request.module.__name__))
+
+def test_one(res): pass
+def test_two(res): pass
+'''
+    for folder in ("a_tests", "z_tests"):
+        (pytester.path / folder).mkdir()
+        (pytester.path / folder / f"test_{folder}.py").write_text(fixture)
+    court(pytester, monkeypatch).assert_outcomes(passed=11)
+    (pytester.path / "events.txt").unlink()
+    protocols(pytester)
+    suite = pytester.path / "skills_tests" / "house-format.yaml"
+    suite.write_text(suite.read_text().replace("Question 1: give the total.", "Question 1: the total, please."))
+
+    again = court(pytester, monkeypatch)
+    again.assert_outcomes(passed=11)
+    # the court's runs first (h1's fresh, then served ones), then the plain tests
+    order = [line.split()[0] for line in again.stdout.lines if line.endswith("%]")]
+    assert order[:3] == ["skills_tests/house-format.yaml", "a_tests/test_a_tests.py", "z_tests/test_z_tests.py"]
+    seen = protocols(pytester)
+    yaml = {k.rpartition("::")[2]: v for k, v in seen.items() if ".yaml::" in k}
+    assert yaml == {"h1[with]": "full", "h1[without]": "full", "h2[with]": "served", "h2[without]": "served",
+                    "h3[with]": "served", "h3[without]": "served"}
+    assert {v for k, v in seen.items() if ".py::" in k} == {"full"}
+    events = (pytester.path / "events.txt").read_text().splitlines()
+    assert sorted(events) == ["down test_a_tests", "down test_z_tests", "up test_a_tests", "up test_z_tests"]
+    assert "previous item was not torn down" not in again.stdout.str() + again.stderr.str()
+
+
+def test_a_skip_mark_keeps_the_full_protocol_and_skips(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.set_handler(answers)
+    project(pytester, server.base_url, conftest=WITNESS + SKIP_H2_WITH)
+    court(pytester, monkeypatch).assert_outcomes(passed=6, skipped=1)
+    protocols(pytester)
+    again = court(pytester, monkeypatch, "-rs")
+    again.assert_outcomes(passed=6, skipped=1)
+    again.stdout.fnmatch_lines(["*not this one*"])
+    assert set(protocols(pytester).values()) == {"served"}  # the skipped item logs no call report
+
+
+def test_runs_done_ahead_and_under_xdist_are_served_too(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("xdist")
+    server.set_handler(answers)
+    project(pytester, server.base_url)
+    court(pytester, monkeypatch).assert_outcomes(passed=7)
+    protocols(pytester)
+    calls = len(server.requests)
+
+    pytester.makeconftest(WITNESS + LOOP_WAITS)
+    ahead = court(pytester, monkeypatch, "--skill-court-concurrency", "3")
+    ahead.assert_outcomes(passed=7)
+    assert set(protocols(pytester).values()) == {"served"}  # the threads were done before pytest got there
+    pytester.makeconftest(WITNESS)
+    workers = court(pytester, monkeypatch, "-p", "xdist.plugin", "-n", "2")
+    workers.assert_outcomes(passed=7)
+    workers.stdout.fnmatch_lines(["*6 runs (6 cached)*"])
+    assert set(protocols(pytester).values()) == {"served"}
+    assert len(server.requests) == calls
