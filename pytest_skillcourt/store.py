@@ -222,6 +222,9 @@ class Store:
         self._hold_max_age = float("inf")
         self._held_since = 0.0
         self._marks: list[tuple[Any, ...]] = []
+        #: run id -> the record :meth:`cached_run` decoded: a session's reports read it
+        #: again (:meth:`trial_runs`), and decoding is most of what reading a run costs
+        self._decoded: dict[str, RunRecord] = {}
         existed = False
         try:
             if readonly:
@@ -367,9 +370,12 @@ class Store:
     def cached_run(self, cache_key: str) -> RunRecord | None:
         """The newest cacheable run with this key, if any."""
         row = self._db.execute(
-            "SELECT data FROM runs WHERE cache_key = ? AND cacheable = 1 "
+            "SELECT run_id, data FROM runs WHERE cache_key = ? AND cacheable = 1 "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1", (cache_key,)).fetchone()
-        return self._run(row[0]) if row else None
+        if not row:
+            return None
+        record = self._decoded[row[0]] = self._run(row[1])
+        return record
 
     #: Marks of cached runs held before they are written together (:meth:`record_run`).
     MARK_BATCH = 500
@@ -420,6 +426,7 @@ class Store:
             return
         with self._write_with_marks() as db:
             if not cached:
+                self._decoded.pop(record.run_id, None)  # replaced: read back as stored
                 db.execute(
                     "INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, "
                     "rep, model, status, outcome, cost_usd, priced, input_tokens, output_tokens, "
@@ -434,7 +441,7 @@ class Store:
     def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
         """The runs ``trial`` used (of one suite, of one model), in the order of the table's key."""
         self.flush_marks()
-        sql = ("SELECT r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
+        sql = ("SELECT r.run_id, r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
                "WHERE t.trial = ?")
         params: list[Any] = [trial]
         if suite is not None:
@@ -444,7 +451,8 @@ class Store:
             sql += " AND t.model = ?"
             params.append(model)
         sql += " ORDER BY t.suite, t.task_id, t.arm, t.rep, t.model"  # the key's order: no sort
-        return [TrialRun(self._run(d), bool(c)) for d, c in self._db.execute(sql, params)]
+        decoded = self._decoded
+        return [TrialRun(decoded.get(i) or self._run(d), bool(c)) for i, d, c in self._db.execute(sql, params)]
 
     def trial_runs_by_target(self, trial: str) -> dict[tuple[str, str], list[TrialRun]]:
         """The runs ``trial`` used, by (suite, model): one query where :meth:`trial_runs`

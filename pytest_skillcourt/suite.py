@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
@@ -78,12 +79,24 @@ class Task:
         return out
 
     def content_hash(self, setup: str | None) -> str:
-        """Everything of the task that can change a run: part of the cache key."""
+        """Everything of the task that can change a run: part of the cache key.  A task
+        without a fixture folder is all in this object: hashed once per setup (each of its
+        runs asks); a fixture folder is read again every time (it may have changed)."""
+        if self.fixtures is None:
+            return _inline_content_hash(self, setup)
+        return self._content_hash(setup)
+
+    def _content_hash(self, setup: str | None) -> str:
         digest = hashlib.sha256()
         digest.update(json.dumps([self.prompt, self.check, setup], sort_keys=True).encode())
         for rel, data in sorted(self.workspace_files().items()):
             digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
         return digest.hexdigest()
+
+
+@lru_cache(maxsize=65_536)
+def _inline_content_hash(task: Task, setup: str | None) -> str:
+    return task._content_hash(setup)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,12 @@ def _template_source() -> str:
 
 def template_hash() -> str:
     """Hash of the template text: part of the run cache key."""
-    return hashlib.sha256(_template_source().encode()).hexdigest()[:16]
+    return _text_hash(_template_source())
+
+
+@lru_cache(maxsize=4)
+def _text_hash(text: str) -> str:  # every run key asks: hashed once per text
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def index_categories(visible: Iterable[Skill], hidden: Iterable[str] = ()) -> list[tuple[str, list[str]]]:
