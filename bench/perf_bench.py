@@ -479,6 +479,32 @@ def pytest_collect_file(file_path, parent):
 '''
 
 
+#: The same items on the library's own tree: pytest walks every skill folder and gives each
+#: suite file as many empty items as the court would (a run per task, arm; a verdict).
+TREE_FLOOR_PLUGIN = FLOOR_CONFTEST.replace(
+    "range(int(self.path.read_text()))", "range(ITEMS_PER_SUITE)").replace(
+    'if file_path.suffix == ".floor":', 'if file_path.suffix == ".yaml" and file_path.parent.name == "skills_tests":')
+
+
+def pytest_tree_floor(root: Path, skills: int) -> Row:
+    """pytest alone (no plugin but the floor's items) on the generated library's tree:
+    what walking its folders and collecting and running that many items costs any plugin."""
+    per_suite = TASKS_PER_SKILL * 2 + 1
+    (root / "bench_tree_floor.py").write_text(f"ITEMS_PER_SUITE = {per_suite}\n{TREE_FLOOR_PLUGIN}")
+    (root / "floor.ini").write_text("[pytest]\n")
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-c", "floor.ini",
+            "--rootdir", str(root), "-p", "bench_tree_floor"]
+    env = {**court_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    limit = SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * skills
+    co, run = peak_of([*argv, "--co"], root, env, limit), peak_of(argv, root, env, limit)
+    items = skills * per_suite
+    if f"{items} passed" not in run.proc.stdout:
+        sys.exit(f"scale bench: pytest alone did not pass {items} items on the tree:\n{run.proc.stdout[-2000:]}")
+    return Row(f"pytest alone on the {skills}-skill library's tree ({skills} skill folders walked, "
+               f"{items} empty items from its suite files)", "reference",
+               f"--co {co.line()}; run {run.line()}", None)
+
+
 def pytest_floor(root: Path, items: int) -> Row:
     """pytest alone (no plugin) on ``items`` empty items of a custom ``pytest.Item`` class, as
     many as the library's run and verdict items: what collecting and running that many
@@ -538,6 +564,7 @@ def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
     floor_at = max((n for n in sizes if n <= 2000), default=None)
     if floor_at is not None:
         rows.append(pytest_floor(work / "floor", floor_at * (TASKS_PER_SKILL * 2 + 1)))
+        rows.append(pytest_tree_floor(work / f"lib-{floor_at}", floor_at))
     if len(points) >= 2:
         (n0, co0, v0), (n1, co1, v1) = points[0], points[-1]
         factor = n1 / n0
