@@ -36,8 +36,8 @@ SKIPPING_MARKS = frozenset({"skip", "skipif", "xfail"})
 
 
 def quiet_possible(config: pytest.Config, session: pytest.Session) -> str | None:
-    """None when a served item may leave out the per-phase hooks; else why not (said by
-    ``-v``'s header, for whoever wonders why a cached session is not faster)."""
+    """None when a served item may leave out the per-phase hooks; else why not (for
+    whoever wonders why a cached session is not faster)."""
     if config.getoption("setuponly", False) or config.getoption("setupshow", False):
         return "--setup-only or --setup-show shows each item's setup"
     if not callable(getattr(getattr(session, "_setupstate", None), "teardown_exact", None)):
