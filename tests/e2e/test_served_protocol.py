@@ -115,6 +115,10 @@ def test_a_cached_session_is_served_and_reports_what_the_full_protocol_reports(
     assert set(protocols(pytester).values()) == {"served"}
     calls = len(server.requests)
 
+    # --setup-show shows each item's setup: the full protocol.
+    court(pytester, monkeypatch, "--setup-show").assert_outcomes(passed=7)
+    assert set(protocols(pytester).values()) == {"full"}
+
     # The same cached session with a conftest phase hook: the full protocol, for every item.
     pytester.makeconftest(WITNESS + PHASE_HOOK)
     full = court(pytester, monkeypatch, "-rA", "--junitxml=full.xml")
