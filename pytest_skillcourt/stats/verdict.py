@@ -383,12 +383,41 @@ def success_rule(n: int, equal_reps: int, confidence: float = 0.95) -> tuple[boo
     return True, expanded_alpha(n, confidence) / 2
 
 
+def _lopsided_evidence(n: int, reps: int) -> SuccessEvidence:
+    """``success_evidence([1.0] * n, [max(1, reps)] * n)``, the same value exactly (every
+    task succeeds in one arm and fails in the other), without numpy: an xdist worker
+    asks :func:`unreachable` at collection and would import numpy for it alone."""
+    r = max(1, reps)
+    lat = min(r, MAX_LATTICE)
+    pmf = [0.0] * (2 * lat + 1)
+    pmf[2 * lat] = 1.0
+    return SuccessEvidence(tuple(pmf), lat, 1.0, 0.0, float(r), r)
+
+
+def _point_mass(pmf: Sequence[float]) -> int | None:
+    """The index holding all of ``pmf``'s mass (exactly 1.0), if one does."""
+    at = None
+    for i, p in enumerate(pmf):
+        if p:
+            if at is not None or p != 1.0:
+                return None
+            at = i
+    return at
+
+
 def bootstrap_tail(ev: SuccessEvidence, n: int) -> tuple[float, float]:
     """Exact bootstrap ``(P*(mean <= 0), P*(mean >= 0))`` for n draws from ``ev.pmf``."""
+    mid = n * ev.lattice  # index of sum 0
+    point = _point_mass(ev.pmf)
+    # Every draw the same: the sum is n * point for certain.  The direct convolution gives
+    # exactly that (products and sums of 0.0 and 1.0); the FFT of long lattices differs
+    # from it by its round-off (about 1e-15), far from any tail a rule compares with.
+    if point is not None:
+        at = n * point
+        return (1.0 if at <= mid else 0.0), (1.0 if at >= mid else 0.0)
     import numpy as np
 
     tot = _nfold(np.asarray(ev.pmf), n)
-    mid = n * ev.lattice  # index of sum 0
     return float(tot[: mid + 1].sum()), float(tot[mid:].sum())
 
 
@@ -563,7 +592,7 @@ def unreachable(n_tasks: int, reps: int, *, total: int | None = None, confidence
     the fix can be to select more rather than to write more.
     """
     def decides(n: int) -> bool:
-        return n >= MIN_TASKS and _success_sign(success_evidence([1.0] * n, [max(1, reps)] * n), n, confidence) != 0
+        return n >= MIN_TASKS and _success_sign(_lopsided_evidence(n, reps), n, confidence) != 0
 
     if decides(n_tasks):
         return None
