@@ -210,3 +210,25 @@ def test_runs_done_ahead_and_under_xdist_are_served_too(
     workers.stdout.fnmatch_lines(["*6 runs (6 cached)*"])
     assert set(protocols(pytester).values()) == {"served"}
     assert len(server.requests) == calls
+
+
+def test_a_lookup_that_raises_fails_its_item_through_the_full_protocol(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the look-up before the protocol raises is no INTERNALERROR: the item takes
+    pytest's protocol and fails with it there, as every item would."""
+    server.set_handler(answers)
+    project(pytester, server.base_url)
+    court(pytester, monkeypatch).assert_outcomes(passed=7)
+    pytester.makeconftest(WITNESS + '''
+from pytest_skillcourt.session import SkillCourt
+
+def boom(self, item):
+    raise RuntimeError("the context could not be made")
+
+SkillCourt.run_context = boom
+''')
+    broken = court(pytester, monkeypatch, "--skill-court-fail-on", "never")
+    assert broken.ret == pytest.ExitCode.TESTS_FAILED, broken.stdout.str()
+    broken.assert_outcomes(failed=6, passed=1)
+    broken.stdout.fnmatch_lines(["*RuntimeError: the context could not be made*"])
+    assert "INTERNALERROR" not in broken.stdout.str() + broken.stderr.str()
