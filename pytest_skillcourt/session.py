@@ -23,12 +23,10 @@ import pytest
 from .agent.client import ModelConfigError, ModelSpec, resolve_model
 from .agent.context import RunContext
 from .agent.runner import get_runner
-from .agent.sandboxed import stop_gateway
 from .cache import reach_of, run_key, still_valid
 from .clock import new_trial_id
 from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, verdicts_of_runs, with_settings
 from .concurrency import LockedStore, RunAhead
-from .controller import produce_verdicts
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
 from .options import FailOn, Settings
@@ -36,8 +34,6 @@ from .protocol import has_skipping_mark, quiet_possible, run_served
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import JUNIT_PLUGIN, JunitRunData, add_judgments, check_family, logxml, pair_properties
 from .report.progress import Progress, format_tokens
-from .report.terminal import write_summary
-from .run import execute_run
 from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
 from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
@@ -464,6 +460,8 @@ class SkillCourt:
             self._check_budget(store)
             store.flush_marks()  # nothing held while a run takes minutes (another worker may wait)
             run_id = f"{self.trial}-{key[:16]}"
+            from .run import execute_run  # only where a run executes: a cached worker never needs it
+
             record = execute_run(ctx, run_id=run_id, key=key)
         if self._ahead is not None and self._ahead.cancelled.is_set():
             # the session stopped while it ran: its sandbox was closed under it
@@ -601,7 +599,9 @@ class SkillCourt:
         finally:
             if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, self._sigterm)
-            stop_gateway()  # if an agent inside a sandbox started it
+            sandboxed = sys.modules.get(f"{__package__}.agent.sandboxed")
+            if sandboxed is not None:  # an agent inside a sandbox may have started the gateway
+                sandboxed.stop_gateway()
             if self._progress is not None:
                 self._progress.close()
             if self._reader is not None:
@@ -667,6 +667,8 @@ class SkillCourt:
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             try:
                 if not interrupted:
+                    from .controller import produce_verdicts  # the controller's alone
+
                     produce_verdicts(self, session)
                     self._judgments_into_junit()
                 self._check_answered()
@@ -801,6 +803,8 @@ class SkillCourt:
                 terminalreporter.write_line(line, yellow=True)
         if not (self.outcomes or self.errors):
             return
+        from .report.terminal import write_summary
+
         write_summary(terminalreporter, self.result())
         for what, path in self.files_written:
             terminalreporter.write_sep("-", f"generated {what}: {path}")
