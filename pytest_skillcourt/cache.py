@@ -4,15 +4,19 @@ A run is reused when its key matches (:func:`run_key`) and every skill whose
 files its agent could reach still has the bytes it had, no more and no fewer
 skills (:func:`still_valid`).  Judgments and causes are
 keyed the same way, from the runs they are about (:func:`judgment_key`,
-:func:`cause_key`).  The README's "Store, cache and budget" section describes
+:func:`cause_key`); a verdict by the evidence it is decided from and the rule
+that decides it (:func:`verdict_key`).  The README's "Store, cache and budget" section describes
 the rule for users.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .agent.client import ModelSpec
@@ -21,6 +25,7 @@ from .agent.prompt import template_hash
 from .agent.runner import get_runner
 from .records import RunRecord
 from .skills import bucket_digest
+from .stats.verdict import PairOutcome
 
 
 def run_key(ctx: RunContext) -> str:
@@ -96,6 +101,45 @@ def cause_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec, ski
     raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
                       skill_hash, CAUSE_PROMPT_VERSION, _reach(with_run), _reach(without_run)])
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def verdict_key(evidence: Sequence[PairOutcome], early_stop_tasks: Sequence[str] | None) -> str | None:
+    """The key of the verdict ``stats.verdict.decide(evidence, early_stop_tasks=...)`` gives:
+    the pairs (in any order: the verdict does not depend on it), the early-stop tasks and
+    the rule itself (:func:`rule_digest`).  A verdict is a pure function of these, so one
+    stored under the key is the verdict deciding again would give.  None when the rule's
+    own files cannot be read (then nothing is reused)."""
+    rule = rule_digest()
+    if rule is None:
+        return None
+    pairs = sorted([p.task_id, p.rep, bool(p.with_success), bool(p.without_success), p.with_tokens,
+                    p.without_tokens, p.source] for p in evidence)
+    raw = json.dumps([rule, pairs, list(early_stop_tasks) if early_stop_tasks is not None else None])
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def rule_digest() -> str | None:
+    """The verdict rule's identity: the bytes of every module of ``stats`` (the rule, its
+    calibrated cells, its t quantiles and their defaults), this package's version and
+    numpy's (the token interval's bootstrap draws through it).  None when they cannot
+    all be read: an install without the modules' sources could not tell one rule from
+    another."""
+    from . import __version__, stats
+
+    folder = Path(stats.__file__).parent
+    digest = hashlib.sha256(f"{__version__}\0".encode())
+    try:
+        sources = sorted(folder.glob("*.py"))
+        for path in sources:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        numpy = importlib.metadata.version("numpy")
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return None
+    if not any(path.name == "verdict.py" for path in sources):
+        return None
+    digest.update(f"numpy {numpy}".encode())
+    return digest.hexdigest()
 
 
 def in_reach(ctx: RunContext) -> dict[str, str]:

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import pytest
 
 from .agent.client import ChatClient, ModelSpec
-from .cache import cause_key, judgment_key
+from .cache import cause_key, judgment_key, verdict_key
 from .cause import ask_cause
 from .frozen import SuiteSource
 from .judge import Judgment, RunView, judge_pairs
@@ -33,7 +33,7 @@ from .options import FailOn, Settings
 from .records import RunRecord
 from .run import price
 from .skills import Library, Skill
-from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, VerdictKind, decide
+from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, Verdict, VerdictKind, decide
 from .store import Store
 from .suite import Suite
 from .trial import (
@@ -183,9 +183,10 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
     except Exception as err:  # the verdicts still come, without judged pairs
         judged = Judged()
         court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
+    fresh: list[tuple[str, dict[str, Any]]] = []  # verdicts decided now, by their evidence's key
     for nodeid, target in court.targets.items():
         try:
-            outcome = decide_target(court, target, used[nodeid], judged)
+            outcome = decide_target(court, target, used[nodeid], judged, fresh)
         except Exception as err:
             emit_error(session, target, "skill court could not decide this verdict: "
                        f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}")
@@ -196,6 +197,7 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
                              suite_hash=outcome.suite_hash, kind=outcome.kind.value,
                              data=outcome.to_dict())
         emit_report(session, outcome)
+    store.record_decided(fresh)
     if court.settings.apply:
         apply_quarantine(court, session)
     write_files(court, court.result())
@@ -253,8 +255,29 @@ def apply_quarantine(court: Court, session: pytest.Session) -> None:
     court.quarantine_changes = (changed, lifted)
 
 
-def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged: Judged) -> Outcome:
-    """The verdict of one skill on one model from this session's recorded runs."""
+def decided(store: Store, evidence: Sequence[PairOutcome], early: Sequence[str] | None,
+            fresh: list[tuple[str, dict[str, Any]]]) -> Verdict:
+    """``decide(evidence, early_stop_tasks=early)``: the verdict the store holds for this
+    evidence and rule (``cache.verdict_key``: a re-run of an unchanged library decides
+    nothing again, and needs no numpy), else decided now and added to ``fresh`` for the
+    store."""
+    key = verdict_key(evidence, early)
+    found = store.decided(key) if key is not None else None
+    if found is not None:
+        try:
+            return Verdict.from_dict(found)
+        except (ValueError, TypeError, KeyError):  # a row this version cannot read: decide again
+            pass
+    verdict = decide(evidence, early_stop_tasks=early)
+    if key is not None:
+        fresh.append((key, verdict.to_dict()))
+    return verdict
+
+
+def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged: Judged,
+                  fresh: list[tuple[str, dict[str, Any]]] | None = None) -> Outcome:
+    """The verdict of one skill on one model from this session's recorded runs (verdicts
+    decided now are added to ``fresh``, for the store)."""
     s = court.settings
     suite = court.suite(target.suite_rel)
     skill = court.library().get(suite.skill)
@@ -264,7 +287,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
                         if (w.task_id, w.rep) in mine else None)
     evidence = pair_outcomes(pairs)
     early = target.first_tasks if s.early_stop and len(target.first_tasks) == EARLY_STOP_TASKS else None
-    verdict = decide(evidence, early_stop_tasks=early)
+    verdict = decided(court.store(), evidence, early, [] if fresh is None else fresh)
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     cause, cause_cost = None, 0.0

@@ -108,6 +108,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE causes ADD COLUMN cost_usd REAL;
     """,
+    # v6: verdicts by what they were decided from (``cache.verdict_key``): a re-run whose
+    # outcomes did not change reuses the verdict instead of deciding it again.
+    """
+    CREATE TABLE decided (
+        key TEXT PRIMARY KEY, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
@@ -530,6 +537,22 @@ class Store:
 
     # -- verdicts -------------------------------------------------------------
 
+    def decided(self, key: str) -> dict[str, Any] | None:
+        """The verdict (``Verdict.to_dict()``) decided from the evidence of ``key``
+        (``cache.verdict_key``), if one was."""
+        row = self._db.execute("SELECT data FROM decided WHERE key = ?", (key,)).fetchone()
+        return self._json(row[0]) if row else None
+
+    def record_decided(self, decided: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Verdicts by the keys of their evidence, in one transaction."""
+        if not decided:
+            return
+        now = utc_now()
+        with self._write() as db:
+            for key, data in decided:
+                db.execute("INSERT OR REPLACE INTO decided(key, created_at, data) VALUES (?,?,?)",
+                           (key, now, json.dumps(data)))
+
     def record_verdict(self, *, trial: str, skill: str, model: str, suite: str, skill_hash: str,
                        suite_hash: str, kind: str, data: dict[str, Any]) -> None:
         with self._write() as db:
@@ -703,6 +726,8 @@ class Store:
                 f"DELETE FROM judgments WHERE with_run IN (SELECT run_id FROM runs WHERE {gone}) "
                 f"OR without_run IN (SELECT run_id FROM runs WHERE {gone})").rowcount
             result.rows["runs"] = db.execute(f"DELETE FROM runs WHERE {gone}").rowcount
+            # verdicts by their evidence: a cache, decided again by the next session that needs one
+            result.rows["decided"] = db.execute("DELETE FROM decided").rowcount
         self._db.execute("VACUUM")
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         result.bytes_after = self.path.stat().st_size

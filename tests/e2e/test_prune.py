@@ -59,6 +59,7 @@ def test_prune_keeps_the_newest_and_what_quarantine_needs(pytester: pytest.Pytes
     before_verdicts = report(db, capsys)
     assert [v["trial"] for v in before_verdicts] == [newest]
     size = db.stat().st_size
+    assert count_rows(db, "decided") >= 1
     capsys.readouterr()
 
     # a look first: nothing changes
@@ -73,6 +74,7 @@ def test_prune_keeps_the_newest_and_what_quarantine_needs(pytester: pytest.Pytes
     assert f"Removed 7 trials from {db} (" in out and f"  kept {first}: quarantine entry of house-format" in out
     assert trials(db) == [first, *all_trials[-2:]]
     assert count_rows(db, "runs") == 18 and count_rows(db, "verdicts") == 3
+    assert count_rows(db, "decided") == 0  # verdicts kept by their evidence: a cache, emptied
     assert db.stat().st_size < size * 0.6, (size, db.stat().st_size)
     assert report(db, capsys) == before_verdicts
 
