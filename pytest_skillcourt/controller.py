@@ -275,7 +275,7 @@ def decided(store: Store, evidence: Sequence[PairOutcome], early: Sequence[str] 
 
 
 def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged: Judged,
-                  fresh: list[tuple[str, dict[str, Any]]] | None = None) -> Outcome:
+                  fresh: list[tuple[str, dict[str, Any]]]) -> Outcome:
     """The verdict of one skill on one model from this session's recorded runs (verdicts
     decided now are added to ``fresh``, for the store)."""
     s = court.settings
@@ -287,7 +287,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
                         if (w.task_id, w.rep) in mine else None)
     evidence = pair_outcomes(pairs)
     early = target.first_tasks if s.early_stop and len(target.first_tasks) == EARLY_STOP_TASKS else None
-    verdict = decided(court.store(), evidence, early, [] if fresh is None else fresh)
+    verdict = decided(court.store(), evidence, early, fresh)
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     cause, cause_cost = None, 0.0
