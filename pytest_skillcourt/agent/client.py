@@ -113,12 +113,14 @@ class ProviderError(Exception):
     """
 
     def __init__(self, message: str, *, kind: str, status: int | None = None,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, unconnected: bool = False):
         super().__init__(message)
         self.kind = kind
         self.status = status
         #: seconds the provider asked to wait (``Retry-After`` / ``retry-after-ms``), if it said
         self.retry_after = retry_after
+        #: no connection was made at all (refused, no such host), not one that dropped
+        self.unconnected = unconnected
 
 
 @dataclass(frozen=True)
@@ -141,12 +143,34 @@ class ChatResult:
 
 
 RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
+
+
+def _never_connected(err: BaseException) -> bool:
+    """Whether the SDK's connection error is one where no connection was made (``httpx``'s
+    ``ConnectError``: refused, no such host), not one that was made and dropped."""
+    import httpx
+
+    seen: BaseException | None = err
+    for _ in range(8):  # the SDK's error, httpx's, the transport's: a few links at most
+        if seen is None:
+            break
+        if isinstance(seen, httpx.ConnectError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 #: The longest wait a provider's Retry-After can impose on one retry (seconds).
 MAX_RETRY_AFTER = 120.0
 
 
 _SDK_CLIENTS: dict[tuple[str, str, float], Any] = {}
 _SDK_LOCK = threading.Lock()
+
+#: Endpoints (base URLs) that one request of this process could not connect to on any of
+#: its attempts, and that have not answered since.  A request that cannot connect to one
+#: is not retried: a wrong base URL would otherwise cost every run of the session the whole
+#: backoff (1+2+4+8 s) before it is left out.  The first reply from it takes it off.
+_UNREACHABLE: set[str] = set()
+_UNREACHABLE_LOCK = threading.Lock()
 
 
 def shared_sdk(spec: ModelSpec, timeout: float) -> Any:
@@ -180,7 +204,9 @@ class ChatClient:
     times, waiting at least what the provider's ``Retry-After`` (or
     ``retry-after-ms``) asks, up to ``MAX_RETRY_AFTER``; auth, credit and
     bad-request errors fail at once.  The SDK's own retries stay off so that
-    the classification and the caller's deadline decide.
+    the classification and the caller's deadline decide.  An endpoint that no
+    attempt of an earlier request could connect to, and that has not answered
+    since, is not retried when it cannot be connected to (``_UNREACHABLE``).
     """
 
     spec: ModelSpec
@@ -225,12 +251,22 @@ class ChatClient:
         if response_format is not None:
             kwargs["response_format"] = dict(response_format)
         attempt = 0
+        unconnected = True  # no attempt so far could connect at all
+        url = self.spec.base_url
         while True:
             try:
-                return self._once(kwargs, deadline)
+                result = self._once(kwargs, deadline)
             except ProviderError as err:
                 attempt += 1
+                unconnected = unconnected and err.unconnected
+                if unconnected and url in _UNREACHABLE:
+                    raise ProviderError(f"{err} (not retried: no attempt of an earlier request could "
+                                        "connect to it either, and it has not answered since)",
+                                        kind=err.kind) from err
                 if err.kind not in RETRYABLE_KINDS or attempt > self.max_retries:
+                    if unconnected and attempt > self.max_retries:
+                        with _UNREACHABLE_LOCK:
+                            _UNREACHABLE.add(url)
                     raise
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
                 delay *= 0.5 + random.random() / 2
@@ -241,6 +277,11 @@ class ChatClient:
                 if self.on_wait is not None:
                     self.on_wait(delay, err)
                 self.sleep(delay)
+            else:
+                if url in _UNREACHABLE:
+                    with _UNREACHABLE_LOCK:
+                        _UNREACHABLE.discard(url)
+                return result
 
     def _once(self, kwargs: dict[str, Any], deadline: float | None) -> ChatResult:
         import openai
@@ -253,7 +294,8 @@ class ChatClient:
         except openai.APITimeoutError as err:
             raise ProviderError(f"request timed out after {timeout:.0f}s", kind="timeout") from err
         except openai.APIConnectionError as err:
-            raise ProviderError(f"cannot reach {self.spec.base_url}: {err}", kind="connection") from err
+            raise ProviderError(f"cannot reach {self.spec.base_url}: {err}", kind="connection",
+                                unconnected=_never_connected(err)) from err
         except openai.APIStatusError as err:
             raise _status_error(err) from err
         except (ValueError, TypeError) as err:  # unparseable body
