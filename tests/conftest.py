@@ -11,7 +11,11 @@ before any inner run; importing this file starts no server.
 
 import contextlib
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import docker  # noqa: F401  (its exception classes must stay the ones a cached client raises)
@@ -25,6 +29,7 @@ import yaml  # noqa: F401
 import pytest
 import pytest_skillcourt.session  # noqa: F401
 import pytest_skillcourt.sandbox
+from tests.support import REPO
 from tests.support.llm_server import LLMServer, Reply
 from tests.support.sandbox_image import require_bwrap, require_docker, require_hermes
 
@@ -41,8 +46,27 @@ def _warm_up_http_client() -> None:
                       timeout=0.5).models.list()
 
 
+def _children_import_this_checkout() -> None:
+    """Child pythons (pytester's subprocess runs, the CLIs, xdist workers) import the
+    installed package, not this folder's: when that is another checkout, every such test
+    would fail with a ``ModuleNotFoundError`` or test the other code.  Say so once, first."""
+    probe = "import pytest_skillcourt as p; print(p.__file__)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tempfile.gettempdir(), capture_output=True,
+                          text=True, timeout=120, check=False)
+    want = (REPO / "pytest_skillcourt" / "__init__.py").resolve()
+    got = done.stdout.strip()
+    if done.returncode != 0 or Path(got).resolve() != want:
+        why = (done.stderr.strip().splitlines() or ["it failed"])[-1] if done.returncode else "another checkout"
+        pytest.exit(f"a child python imports pytest_skillcourt from {got or 'nowhere'} ({why}), not from "
+                    f"this checkout ({want.parent}). Fix: pip install -e '.[dev,hermes]' here "
+                    "(bash tests/run_all.sh does it)", returncode=4)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The warm-up, once per session (each xdist worker is a session of its own)."""
+    """The warm-up, once per session (each xdist worker is a session of its own); before
+    it, in the first process only, that child pythons import this checkout."""
+    if not hasattr(session.config, "workerinput"):
+        _children_import_this_checkout()
     _warm_up_http_client()
 
 
