@@ -144,6 +144,9 @@ class ChatResult:
 
 RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
 
+#: The longest wait a provider's Retry-After can impose on one retry (seconds).
+MAX_RETRY_AFTER = 120.0
+
 
 def _never_connected(err: BaseException) -> bool:
     """Whether the SDK's connection error is one where no connection was made (``httpx``'s
@@ -158,8 +161,6 @@ def _never_connected(err: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-#: The longest wait a provider's Retry-After can impose on one retry (seconds).
-MAX_RETRY_AFTER = 120.0
 
 
 _SDK_CLIENTS: dict[tuple[str, str, float], Any] = {}
@@ -262,7 +263,7 @@ class ChatClient:
                 if unconnected and url in _UNREACHABLE:
                     raise ProviderError(f"{err} (not retried: no attempt of an earlier request could "
                                         "connect to it either, and it has not answered since)",
-                                        kind=err.kind) from err
+                                        kind=err.kind, unconnected=True) from err
                 if err.kind not in RETRYABLE_KINDS or attempt > self.max_retries:
                     if unconnected and attempt > self.max_retries:
                         with _UNREACHABLE_LOCK:
