@@ -5,15 +5,13 @@ run wait the whole backoff before it is left out.  The first reply takes it off 
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from pytest_skillcourt.agent.client import ChatClient, ProviderError
 from tests.support.builders import model_spec
+from tests.support.listeners import closing_listener
 from tests.support.llm_server import LLMServer, Reply
 
 USER = [{"role": "user", "content": "hi"}]
@@ -57,36 +55,9 @@ def test_an_endpoint_that_answers_is_retried_again_after_it_drops() -> None:
     assert len(waits) == 3
 
 
-@contextmanager
-def dropping_server() -> Iterator[int]:
-    """A port that accepts every connection and closes it before any reply."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    sock.settimeout(0.2)
-    done = threading.Event()
-
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                continue
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield int(sock.getsockname()[1])
-    finally:
-        done.set()
-        thread.join(2)
-        sock.close()
-
-
 def test_a_connection_that_is_made_and_dropped_is_always_retried() -> None:
     """Only no connection at all marks an endpoint: one that drops requests is a live server."""
-    with dropping_server() as port:
+    with closing_listener() as (port, _):
         for _ in range(2):
             waits: list[float] = []
             with pytest.raises(ProviderError) as err:

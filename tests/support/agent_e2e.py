@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from tests.support.builders import (
     write_skill,
     write_suite,
 )
+from tests.support.listeners import closing_listener
 from tests.support.llm_server import (
     CHAT,
     LLMServer,
@@ -211,29 +211,8 @@ def _host_ip() -> str:
 @pytest.fixture
 def other_service() -> Iterator[tuple[int, list[str]]]:
     """Another service on all the host's addresses: (its port, who connected)."""
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("0.0.0.0", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    hits: list[str] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, peer = listener.accept()
-            except OSError:
-                continue
-            hits.append(peer[0])
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1], hits
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
+    with closing_listener("0.0.0.0") as service:
+        yield service
 
 
 def probe_command(server: LLMServer, other_port: int, run_id: str, key_env: str) -> str:
