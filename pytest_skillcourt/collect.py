@@ -5,6 +5,11 @@ both arms of a pair run at the same time on different xdist workers) and one
 ``verdict[model]`` item per skill and model.  Verdict items are never run by
 a worker: the controller produces their reports after every run (see
 ``controller.py``), with or without xdist.
+
+With ``--skill-court-items skill`` the run items of one skill and model are
+one ``runs[model]`` item instead (:class:`RunsItem`), which does the runs of
+its :class:`RunSpec` list one after the other: a library of thousands of
+skills is then thousands of items, not tens of thousands.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Protocol
 import pytest
 
 from .frozen import FrozenError
-from .options import Settings
+from .options import ItemLayout, Settings
 from .records import ARMS
 from .skills import Library, LibraryError
 from .suite import Suite, SuiteError, Task
@@ -46,6 +51,8 @@ class Court(Protocol):
 
     def run_item(self, item: "RunItem") -> None: ...
 
+    def run_batch(self, item: "RunsItem") -> None: ...
+
 
 @dataclass(frozen=True)
 class RunId:
@@ -58,6 +65,25 @@ class RunId:
     arm: str
     rep: int
     model: str
+
+
+@dataclass(slots=True, eq=False)
+class RunSpec:
+    """One run of a :class:`RunsItem`: what a :class:`RunItem` carries for the session
+    (``suite``, ``task``, ``run``, ``user_properties``, ``looked_up``), without being a
+    pytest item.  Compared by identity, as items are."""
+
+    suite: Suite
+    task: Task
+    run: RunId
+    user_properties: list[tuple[str, object]] = dataclasses.field(default_factory=list)
+    looked_up: tuple[Any, str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The name its run item would have (``t1[with]``), as the reports name the run."""
+        run = self.run
+        return f"{run.task_id}[{run_item_params(run.arm, run.rep, self.suite.reps or 1, '', 1)}]"
 
 
 def model_ids(models: tuple[str, ...]) -> dict[str, str]:
@@ -83,6 +109,11 @@ def run_item_name(task_id: str, arm: str, rep: int, reps: int, model_id: str, n_
     return f"{task_id}[{run_item_params(arm, rep, reps, model_id, n_models)}]"
 
 
+def runs_item_name(model_id: str) -> str:
+    """The name of the item of one skill's runs on one model: ``runs[gpt-4.1-mini]``."""
+    return f"runs[{model_id}]"
+
+
 def verdicts_of_runs(nodeids: Iterable[str], models: tuple[str, ...]) -> set[tuple[str, str]]:
     """The (suite file, model) of the verdict each run item id belongs to: what an
     xdist controller, which sees only the workers' run ids, counts verdicts by."""
@@ -91,6 +122,9 @@ def verdicts_of_runs(nodeids: Iterable[str], models: tuple[str, ...]) -> set[tup
     for nodeid in nodeids:
         path, sep, name = nodeid.partition("::")
         params = name[name.find("[") + 1:-1] if sep and name.endswith("]") and "[" in name else None
+        if params is not None and name.startswith("runs["):  # one skill's runs on one model
+            found.update((path, m) for m, mid in ids.items() if mid == params)
+            continue
         if params is None or not params.startswith(ARMS):
             continue
         if len(models) == 1:
@@ -165,6 +199,13 @@ class SuiteFile(pytest.File):
         reps = suite.reps or 1
         suite_rel = court.rel(self.path)
         tasks = suite.tasks[: settings.tasks]
+        if settings.items is ItemLayout.SKILL:
+            for model in models:
+                runs = [RunSpec(suite, task, RunId(suite_rel, suite.skill, task.id, index, arm, rep, model))
+                        for index, task in enumerate(tasks) for rep in range(1, reps + 1) for arm in ARMS]
+                yield RunsItem.from_parent(self, name=runs_item_name(ids[model]), suite=suite, model=model,
+                                           suite_rel=suite_rel, runs=runs, court=court)
+            tasks = []
         for index, task in enumerate(tasks):
             for model in models:
                 for rep in range(1, reps + 1):
@@ -212,6 +253,32 @@ class RunItem(pytest.Item):
         return super().repr_failure(excinfo)
 
 
+class RunsItem(pytest.Item):
+    """Every run of one skill on one model (``--skill-court-items skill``)."""
+
+    def __init__(self, *, suite: Suite, model: str, suite_rel: str, runs: list[RunSpec], court: Court,
+                 **kwargs: Any) -> None:
+        super().__init__(nodeid=param_node_id(kwargs["parent"], kwargs["name"]), **kwargs)
+        self.court = court
+        self.suite = suite
+        self.model = model
+        self.suite_rel = suite_rel
+        self.runs = runs
+        self.add_marker(pytest.mark.skill_court)
+
+    def runtest(self) -> None:
+        self.court.run_batch(self)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        line = self.runs[0].task.line if self.runs else None
+        return self.path, (line - 1) if line else None, self.name
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SkillCourtError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
 class VerdictItem(pytest.Item):
     """The verdict of one skill on one model; reported by the controller."""
 
@@ -247,3 +314,7 @@ class SuiteErrorItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.line - 1) if self.line else None, "suite"
+
+
+#: One run as the session does it: a run item, or a run of a :class:`RunsItem`.
+OneRun = RunItem | RunSpec

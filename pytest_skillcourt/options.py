@@ -36,6 +36,13 @@ class FailOn(str, enum.Enum):
     NEVER = "never"
 
 
+class ItemLayout(str, enum.Enum):
+    """``--skill-court-items``: what one pytest item of a suite file stands for."""
+
+    RUN = "run"  # one item per run: t1[with], t1[without]... (the default)
+    SKILL = "skill"  # one item per skill and model, runs[MODEL], its runs inside it
+
+
 #: ``--skill-court-agent``: one member per registered runner (``agent/registry.py``),
 #: named by it in capitals (``AgentChoice.HERMES.value == "hermes"``).
 AgentChoice = enum.Enum(  # type: ignore[misc]  # members come from the registry
@@ -165,6 +172,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     opt("concurrency", "runs at once within one process (1 to 64)", metavar="N",
         help="run up to N runs at once in this process, e.g. while they wait on a slow "
              "model (1 to 64, default 1; README, \"Concurrency\")")
+    opt("items", "what one item stands for: run (default) or skill", metavar="LAYOUT",
+        choices=[c.value for c in ItemLayout],
+        help="run: one pytest item per run (t1[with], t1[without]..., the default); skill: one "
+             "item per skill and model (runs[MODEL]) that does all its runs, for libraries of "
+             "thousands of skills (README, \"Item layouts\")")
 
 
 @dataclass(frozen=True)
@@ -214,6 +226,8 @@ class Settings:
     concurrency: int = 1
     #: --skill-court-junit-properties: JUnit run data as <properties> (xunit1), not <system-out>
     junit_properties: bool = False
+    #: --skill-court-items: one item per run, or one per skill and model
+    items: ItemLayout = ItemLayout.RUN
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -270,6 +284,19 @@ def _concurrency(raw: Any) -> int:
             f"--skill-court-concurrency (or ini skill_court_concurrency): expected a whole number "
             f"from 1 to {MAX_CONCURRENCY}, got {raw!r}; e.g. --skill-court-concurrency 4")
     return value
+
+
+def _items(raw: Any) -> ItemLayout:
+    """``--skill-court-items``/ini ``skill_court_items``: ``run`` (default) or ``skill``."""
+    if raw is None:
+        return ItemLayout.RUN
+    try:
+        return ItemLayout(str(raw).strip().lower())
+    except ValueError:
+        raise pytest.UsageError(
+            f"--skill-court-items (or ini skill_court_items): expected one of "
+            f"{', '.join(c.value for c in ItemLayout)}, got {raw!r}; e.g. --skill-court-items skill "
+            "(one item per skill and model)") from None
 
 
 #: The most runs one process runs at once (each holds a sandbox and a model request).
@@ -452,6 +479,7 @@ def load_settings(config: pytest.Config) -> Settings:
         heartbeat_s=_number(_value(config, "heartbeat"), "heartbeat", 30.0, strictly=False),
         checks_from=config.getoption("skill_court_checks_from") or None,
         concurrency=_concurrency(_value(config, "concurrency")),
+        items=_items(_value(config, "items")),
         junit_properties=bool(config.getini("skill_court_junit_properties")
                               if config.getoption("skill_court_junit_properties") is None else True),
     )

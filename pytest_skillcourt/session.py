@@ -25,7 +25,16 @@ from .agent.context import RunContext
 from .agent.runner import get_runner
 from .cache import reach_of, run_key, still_valid
 from .clock import new_trial_id
-from .collect import RunItem, SkillCourtError, SuiteFile, VerdictItem, verdicts_of_runs, with_settings
+from .collect import (
+    OneRun,
+    RunItem,
+    RunsItem,
+    SkillCourtError,
+    SuiteFile,
+    VerdictItem,
+    verdicts_of_runs,
+    with_settings,
+)
 from .concurrency import LockedStore, RunAhead
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .llm import TokenBudget
@@ -68,6 +77,9 @@ def catch_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+#: The order a ``runs[MODEL]`` item counts its runs' outcomes in (``outcomes``: "8 success, 4 skipped").
+BATCH_OUTCOMES = ("success", "failure", "pending-judge", "none", "skipped", "error")
+
 #: The exit status of a session in which the model never answered any run: not a
 #: verdict on any skill, so neither a pass (0) nor a failed test (1).
 EXIT_NO_ANSWER = 6
@@ -95,7 +107,7 @@ class SkillCourt:
         self._reader: SuiteReader | None = None
         self._store: Any = None  # a Store, behind a LockedStore with --skill-court-concurrency
         #: with --skill-court-concurrency N > 1: the threads running the items ahead
-        self._ahead: RunAhead[RunItem, tuple[RunRecord, bool]] | None = None
+        self._ahead: RunAhead[OneRun, tuple[RunRecord, bool]] | None = None
         self._store_lock = threading.Lock()
         self._images: dict[str, Any] = {}
         self._models: dict[str, ModelSpec] = {}
@@ -105,6 +117,8 @@ class SkillCourt:
         self._session: pytest.Session | None = None
         #: (suite, model) -> its first four selected tasks (set at collection)
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
+        #: (suite, model) -> whether early stop holds, once its first four tasks are recorded
+        self._early: dict[tuple[str, str], bool] = {}
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self._progress: Progress | None = None
@@ -337,17 +351,18 @@ class SkillCourt:
         def key(item: Any) -> tuple[str, str] | None:
             if isinstance(item, RunItem):
                 return (item.run.suite_rel, item.run.model)
-            if isinstance(item, VerdictItem):
+            if isinstance(item, (VerdictItem, RunsItem)):
                 return (item.suite_rel, item.model)
             return None
 
         wanted = {key(it) for it in items if isinstance(it, VerdictItem)}
-        have = {key(it) for it in items if isinstance(it, RunItem)}
+        have = {key(it) for it in items if isinstance(it, (RunItem, RunsItem))}
         missing = wanted - have
         if not missing:
             return []
         chosen = set(map(id, items))
-        back = [it for it in collected if id(it) not in chosen and isinstance(it, RunItem) and key(it) in missing]
+        back = [it for it in collected if id(it) not in chosen and isinstance(it, (RunItem, RunsItem))
+                and key(it) in missing]
         again = set(map(id, back))
         items[:] = [it for it in collected if id(it) in chosen or id(it) in again]
         return back
@@ -382,7 +397,7 @@ class SkillCourt:
         keep: list[pytest.Item] = []
         dropped: list[pytest.Item] = []
         for item in items:
-            if shard and isinstance(item, (RunItem, VerdictItem)):
+            if shard and isinstance(item, (RunItem, RunsItem, VerdictItem)):
                 rel = item.run.suite_rel if isinstance(item, RunItem) else item.suite_rel
                 bucket = int(hashlib.sha256(rel.encode()).hexdigest(), 16) % shard[1]
                 if bucket != shard[0] - 1:
@@ -394,12 +409,13 @@ class SkillCourt:
         first: dict[tuple[str, str], list[str]] = {}
         reps: dict[tuple[str, str], int] = {}
         for item in keep:
-            if isinstance(item, RunItem):
-                key = (item.run.suite_rel, item.run.model)
+            for run in (item.run,) if isinstance(item, RunItem) else (
+                    [spec.run for spec in item.runs] if isinstance(item, RunsItem) else ()):
+                key = (run.suite_rel, run.model)
                 tasks = first.setdefault(key, [])
-                if item.run.task_id not in tasks:
-                    tasks.append(item.run.task_id)
-                reps[key] = max(reps.get(key, 0), item.run.rep)
+                if run.task_id not in tasks:
+                    tasks.append(run.task_id)
+                reps[key] = max(reps.get(key, 0), run.rep)
         for item in keep:
             if isinstance(item, VerdictItem):
                 key = (item.suite_rel, item.model)
@@ -433,7 +449,61 @@ class SkillCourt:
         except StoreError as err:
             raise SkillCourtError(str(err)) from None
 
-    def _run_item(self, item: RunItem) -> None:
+    def run_batch(self, item: RunsItem) -> None:
+        """Do every run of one skill on one model (``--skill-court-items skill``), as the
+        run items would one by one, and sum them up in the item's properties: one
+        ``run[t1-with]`` line per run (outcome, tokens, cost, cached), the totals, and each
+        skipped task's reason.  The item fails when a run hit a harness error, and is
+        skipped when every run was."""
+        props = item.user_properties
+        props += [("skill_court_runs", ""), ("skill", item.suite.skill), ("model", item.model)]
+        counts: dict[str, int] = {}
+        cached = tokens = early = 0
+        cost = duration = 0.0
+        errors: list[str] = []
+        skipped: dict[str, str] = {}
+        lines: list[tuple[str, object]] = []
+        for spec in item.runs:
+            spec.user_properties.clear()
+            try:
+                try:
+                    self._run_item(spec)
+                except StoreError as err:
+                    raise SkillCourtError(str(err)) from None
+            except pytest.skip.Exception as err:
+                reason = str(err.msg)
+                early += ("early_stop", "true") in spec.user_properties
+                skipped.setdefault(spec.run.task_id, reason)
+                counts["skipped"] = counts.get("skipped", 0) + 1
+                lines.append((f"run[{spec.name}]", f"skipped: {reason}"))
+                continue
+            except SkillCourtError as err:
+                errors.append(str(err))
+                counts["error"] = counts.get("error", 0) + 1
+                lines.append((f"run[{spec.name}]", f"error: {err}"))
+                continue
+            got = dict(spec.user_properties)
+            outcome = str(got["outcome"])
+            counts[outcome] = counts.get(outcome, 0) + 1
+            cached += got["cached"] == "true"
+            tokens += int(str(got["tokens"]))
+            cost += float(str(got["cost_usd"] or 0))
+            duration += float(str(got["duration_s"]))
+            lines.append((f"run[{spec.name}]", ", ".join(
+                [outcome, f"{float(str(got['duration_s'])):.1f}s", f"{got['tokens']} tok",
+                 *([f"${got['cost_usd']}"] if got["cost_usd"] else []),
+                 *(["cached"] if got["cached"] == "true" else []), f"run {got['skill_court_run']}"])))
+        props += [("runs", len(item.runs)), ("cached_runs", cached),
+                  ("outcomes", ", ".join(f"{counts[what]} {what}" for what in BATCH_OUTCOMES if what in counts)),
+                  ("tokens", tokens), ("cost_usd", f"{cost:.6f}"), ("duration_s", round(duration, 3)),
+                  ("early_stopped", early), *lines,
+                  *((f"skipped[{task}]", reason) for task, reason in skipped.items())]
+        if errors:
+            raise SkillCourtError(f"{len(errors)} of {len(item.runs)} runs failed:\n" + "\n".join(errors))
+        if item.runs and counts.get("skipped") == len(item.runs):
+            pytest.skip(next(iter(skipped.values())))
+
+    def _run_item(self, item: OneRun) -> None:
         run = item.run
         props = item.user_properties
         props += [("skill_court_run", ""), ("skill", run.skill), ("model", run.model),
@@ -444,7 +514,7 @@ class SkillCourt:
             record, cached = self._obtain_run(item)
         self._outcome_of(item, record, cached)
 
-    def _obtain_run(self, item: RunItem) -> tuple[RunRecord, bool]:
+    def _obtain_run(self, item: OneRun) -> tuple[RunRecord, bool]:
         """The run of ``item`` from the cache or executed now, recorded in the store;
         ``pytest.skip`` when early stop or, for a run to execute, the budget says no run
         may start (a run from the cache spends nothing).  Thread-safe
@@ -469,7 +539,7 @@ class SkillCourt:
         store.record_run(record, trial=self.trial, cached=cached)
         return record, cached
 
-    def _look_up(self, item: RunItem) -> tuple[RunContext, str, RunRecord | None]:
+    def _look_up(self, item: OneRun) -> tuple[RunContext, str, RunRecord | None]:
         """The run's context, its key and its record in the cache (None: it must run)."""
         ctx = self.run_context(item)
         key = run_key(ctx)
@@ -504,7 +574,7 @@ class SkillCourt:
             return None
         return run_served(item, nextitem)
 
-    def run_context(self, item: RunItem) -> RunContext:
+    def run_context(self, item: OneRun) -> RunContext:
         """Everything the run of ``item`` depends on (its cache key comes from it)."""
         s, suite, run = self.settings, item.suite, item.run
         image = suite.image or s.image
@@ -514,7 +584,7 @@ class SkillCourt:
                           trial=self.trial, backend=self.resolve_backend(), image=image,
                           image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
 
-    def _outcome_of(self, item: RunItem, record: RunRecord, cached: bool) -> None:
+    def _outcome_of(self, item: OneRun, record: RunRecord, cached: bool) -> None:
         """The item's properties from its run, and its skip or failure."""
         run = item.run
         props = item.user_properties
@@ -552,7 +622,7 @@ class SkillCourt:
                     "spend cannot be held to the budget; add 'MODEL = IN OUT' (USD per million "
                     "tokens) to ini skill_court_prices or pass --skill-court-allow-unpriced")
 
-    def _check_early_stop(self, item: RunItem) -> None:
+    def _check_early_stop(self, item: OneRun) -> None:
         """Skip a later task when the first four tasks ended the same in both arms.
 
         Waits (bounded) until the first four tasks' runs of this skill and model
@@ -561,7 +631,20 @@ class SkillCourt:
         first = self._first_tasks.get((run.suite_rel, run.model), ())
         if len(first) < EARLY_STOP_TASKS or run.task_id in first:
             return
+        holds = self._early.get((run.suite_rel, run.model))
+        if holds is None:
+            holds = self._early_stop_holds(item, first)
+        if holds:
+            item.user_properties.append(("early_stop", "true"))
+            pytest.skip("early stop: the first four tasks ended the same way in both arms with "
+                        "tokens within the margin; verdict NEUTRAL from those four "
+                        "(--skill-court-no-early-stop runs every task)")
 
+    def _early_stop_holds(self, item: OneRun, first: tuple[str, ...]) -> bool | None:
+        """Whether early stop holds for ``item``'s skill and model, remembered once the runs
+        of its first four tasks are all recorded (they cannot change then); None when they
+        were not all recorded in time."""
+        run = item.run
         reps = item.suite.reps or 1
         needed = {(t, arm, rep) for t in first for arm in ARMS for rep in range(1, reps + 1)}
         deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
@@ -573,13 +656,11 @@ class SkillCourt:
                 break
             time.sleep(POLL_S)
         if not needed <= have:
-            return
+            return None
         pairs = pair_outcomes(group_pairs(r for r in runs if r.task_id in first))
-        if len(pairs) == len(first) * reps and early_stop_holds(pairs):
-            item.user_properties.append(("early_stop", "true"))
-            pytest.skip("early stop: the first four tasks ended the same way in both arms with "
-                        "tokens within the margin; verdict NEUTRAL from those four "
-                        "(--skill-court-no-early-stop runs every task)")
+        holds = len(pairs) == len(first) * reps and early_stop_holds(pairs)
+        self._early[(run.suite_rel, run.model)] = holds
+        return holds
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -684,7 +765,8 @@ class SkillCourt:
         n = self.settings.concurrency
         if n <= 1 or session.config.option.collectonly or self.is_worker:
             return
-        runs = [it for it in session.items if isinstance(it, RunItem)]
+        runs: list[OneRun] = [it for it in session.items if isinstance(it, RunItem)]
+        runs += [spec for it in session.items if isinstance(it, RunsItem) for spec in it.runs]
         if len(runs) > 1:
             self._ahead = RunAhead(self._obtain_run, runs, n)
 
@@ -705,9 +787,10 @@ class SkillCourt:
         """A skipped run (budget, early stop, no outcome) points at its task in the suite
         file, not at the line of this plugin that skipped it."""
         report = yield
-        if isinstance(item, RunItem) and report.skipped and isinstance(report.longrepr, tuple) \
+        if isinstance(item, (RunItem, RunsItem)) and report.skipped and isinstance(report.longrepr, tuple) \
                 and len(report.longrepr) == 3:
-            line = item.task.line if item.task.line else 1
+            task = item.task if isinstance(item, RunItem) else item.runs[0].task
+            line = task.line if task.line else 1
             report.longrepr = (str(item.path), line, report.longrepr[2])
         return report
 
@@ -718,6 +801,11 @@ class SkillCourt:
         if report.when != "call" or not report.passed:  # FAILED stays FAILED (the short summary)
             return None
         props = dict(report.user_properties)
+        if "skill_court_runs" in props:  # one skill's runs on one model
+            details = [f"{props.get('runs')} runs", f"{props.get('cached_runs')} cached",
+                       f"{int(str(props.get('tokens') or 0)):,} tok"]
+            return "passed", ".", (f"RUNS: {props.get('outcomes') or 'none'} ({', '.join(details)})",
+                                   {"green": True})
         if "verdict" in props and "skill_court_run" not in props:  # a passing verdict item: its verdict
             kind = str(props["verdict"])
             return "passed", ".", (kind, {"green": True} if kind in ("HELPS", "NEUTRAL") else {"yellow": True})
@@ -755,6 +843,13 @@ class SkillCourt:
                 ("early_stop", "true") in report.user_properties):
             self.early_skipped += 1
         props = dict(report.user_properties)
+        if not self.is_worker and report.when == "call" and "skill_court_runs" in props:
+            self.early_skipped += int(str(props.get("early_stopped") or 0))
+            path = report.nodeid.partition("::")[0]
+            reasons = self._skip_reasons.setdefault((path, str(props.get("model"))), {})
+            for name, value in report.user_properties:
+                if name.startswith("skipped[") and name.endswith("]"):
+                    reasons.setdefault(name[len("skipped["):-1], str(value).removeprefix("Skipped: "))
         if report.skipped and "skill_court_run" in props and isinstance(report.longrepr, tuple):
             path, _, name = report.nodeid.partition("::")
             self._skip_reasons.setdefault((path, str(props.get("model"))), {}).setdefault(

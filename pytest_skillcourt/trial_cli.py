@@ -282,7 +282,7 @@ class Progress:
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         props = dict(report.user_properties or ())
-        if "skill_court_run" not in props:
+        if "skill_court_run" not in props and "skill_court_runs" not in props:
             return  # a verdict item (the table says it) or not ours
         if not (report.when == "call" or (report.when == "setup" and not report.passed)):
             return
@@ -293,6 +293,8 @@ class Progress:
             what = "skipped: " + reason.removeprefix("Skipped: ")
         elif report.failed:
             what = "error (see the log)"
+        elif "skill_court_runs" in props:  # one skill's runs on one model
+            what = f"{props.get('runs')} runs: {props.get('outcomes') or 'none'}, {props.get('cached_runs')} cached"
         else:
             what = str(props.get("outcome") or "done").replace("pending-judge", "answered, for the judge")
             if props.get("cached") == "true":

@@ -82,9 +82,13 @@ class Progress:
         with self._lock:
             if self._flight.pop(nodeid, None) is None:
                 return
-            self.done += 1
-            self.cached += props.get("cached") == "true"
             try:
+                if "runs" in props:  # one skill's runs on one model (--skill-court-items skill)
+                    self.done += int(str(props["runs"]))
+                    self.cached += int(str(props.get("cached_runs") or 0))
+                else:
+                    self.done += 1
+                    self.cached += props.get("cached") == "true"
                 self.tokens += int(props.get("tokens") or 0)
                 self.spend += float(props.get("cost_usd") or 0.0)
             except (TypeError, ValueError):

@@ -83,3 +83,13 @@ def test_off_a_terminal_a_line_every_heartbeat() -> None:
     assert len(lines) == 1 and stream.getvalue() == ""
     p.step("judging 3 pairs")
     assert lines[-1] == "skill court: judging 3 pairs"
+
+
+def test_a_runs_item_counts_every_run_it_did() -> None:
+    """``--skill-court-items skill``: one item stands for its runs in the counts."""
+    p, _, _, _ = progress(tty=True)
+    p.started("skills_tests/a.yaml::runs[test-model]")
+    p.finished("skills_tests/a.yaml::runs[test-model]",
+               {"runs": 12, "cached_runs": "10", "tokens": 2400, "cost_usd": "0.001000"})
+    assert p.status() == "12 done (10 cached) | 2.4k tok | $0.0010"
+    p.close()
