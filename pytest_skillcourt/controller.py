@@ -34,7 +34,7 @@ from .records import RunRecord
 from .run import price
 from .skills import Library, Skill
 from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, Verdict, VerdictKind, decide
-from .store import Store
+from .store import Store, VerdictRow
 from .suite import Suite
 from .trial import (
     Cause,
@@ -48,6 +48,8 @@ from .trial import (
 )
 
 JUDGE_WORKERS = 4
+#: Verdicts written to the store in one transaction (one each would be a commit per verdict).
+VERDICT_BATCH = 500
 
 
 class Court(Protocol):
@@ -184,19 +186,24 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
         judged = Judged()
         court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
     fresh: list[tuple[str, dict[str, Any]]] = []  # verdicts decided now, by their evidence's key
-    for nodeid, target in court.targets.items():
-        try:
-            outcome = decide_target(court, target, used[nodeid], judged, fresh)
-        except Exception as err:
-            emit_error(session, target, "skill court could not decide this verdict: "
-                       f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}")
-            continue
-        court.outcomes.append(outcome)
-        store.record_verdict(trial=court.trial, skill=outcome.skill, model=target.model,
-                             suite=target.suite_rel, skill_hash=outcome.skill_hash,
-                             suite_hash=outcome.suite_hash, kind=outcome.kind.value,
-                             data=outcome.to_dict())
-        emit_report(session, outcome)
+    rows: list[VerdictRow] = []  # written VERDICT_BATCH at a time, and whatever stops the loop
+    try:
+        for nodeid, target in court.targets.items():
+            try:
+                outcome = decide_target(court, target, used[nodeid], judged, fresh)
+            except Exception as err:
+                emit_error(session, target, "skill court could not decide this verdict: "
+                           f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=6)}")
+                continue
+            court.outcomes.append(outcome)
+            rows.append(VerdictRow(court.trial, outcome.skill, target.model, target.suite_rel, outcome.skill_hash,
+                                   outcome.suite_hash, outcome.kind.value, outcome.to_dict()))
+            if len(rows) >= VERDICT_BATCH:
+                store.record_verdicts(rows)
+                rows.clear()
+            emit_report(session, outcome)
+    finally:
+        store.record_verdicts(rows)
     store.record_decided(fresh)
     if court.settings.apply:
         apply_quarantine(court, session)

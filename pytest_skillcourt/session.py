@@ -463,6 +463,12 @@ class SkillCourt:
         errors: list[str] = []
         skipped: dict[str, str] = {}
         lines: list[tuple[str, object]] = []
+        if self._ahead is None:  # looked up together (the threads look up each run they take)
+            try:
+                for spec, found in zip(item.runs, self._look_up_many(item.runs)):
+                    spec.looked_up = found
+            except Exception:  # noqa: BLE001 - raised again by each run's own look-up, as its error
+                pass
         for spec in item.runs:
             spec.user_properties.clear()
             try:
@@ -541,12 +547,19 @@ class SkillCourt:
 
     def _look_up(self, item: OneRun) -> tuple[RunContext, str, RunRecord | None]:
         """The run's context, its key and its record in the cache (None: it must run)."""
-        ctx = self.run_context(item)
-        key = run_key(ctx)
-        record: RunRecord | None = None if self.settings.fresh else self.store().cached_run(key)
-        if record is not None and not still_valid(record, reach_of(ctx)):
-            record = None  # a skill within its reach has changed since
-        return ctx, key, record
+        return self._look_up_many([item])[0]
+
+    def _look_up_many(self, items: list[OneRun]) -> list[tuple[RunContext, str, RunRecord | None]]:
+        """:meth:`_look_up` of each item, with one store query for them all."""
+        found = [(ctx, run_key(ctx)) for ctx in map(self.run_context, items)]
+        records = {} if self.settings.fresh else self.store().cached_runs([key for _, key in found])
+        out: list[tuple[RunContext, str, RunRecord | None]] = []
+        for ctx, key in found:
+            record = records.get(key)
+            if record is not None and not still_valid(record, reach_of(ctx)):
+                record = None  # a skill within its reach has changed since
+            out.append((ctx, key, record))
+        return out
 
     def _served(self, item: RunItem) -> bool:
         """Whether ``item``'s run comes from the store (looked up now and kept for its

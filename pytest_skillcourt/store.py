@@ -129,6 +129,20 @@ _NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial 
                "AND status != 'applied')")
 
 
+@dataclass(frozen=True)
+class VerdictRow:
+    """One verdict as the ``verdicts`` table holds it (:meth:`Store.record_verdicts`)."""
+
+    trial: str
+    skill: str
+    model: str
+    suite: str
+    skill_hash: str
+    suite_hash: str
+    kind: str
+    data: dict[str, Any]
+
+
 class StoreError(Exception):
     """The store cannot be used; the message names the file and the fix."""
 
@@ -376,13 +390,23 @@ class Store:
 
     def cached_run(self, cache_key: str) -> RunRecord | None:
         """The newest cacheable run with this key, if any."""
-        row = self._db.execute(
-            "SELECT run_id, data FROM runs WHERE cache_key = ? AND cacheable = 1 "
-            "ORDER BY created_at DESC, rowid DESC LIMIT 1", (cache_key,)).fetchone()
-        if not row:
-            return None
-        record = self._decoded[row[0]] = self._run(row[1])
-        return record
+        return self.cached_runs([cache_key]).get(cache_key)
+
+    def cached_runs(self, cache_keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The newest cacheable run of each of these keys that has one: one query per 500
+        keys, where :meth:`cached_run` for each would be one per run."""
+        out: dict[str, RunRecord] = {}
+        keys = list(dict.fromkeys(cache_keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT cache_key, run_id, data FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
+                "ORDER BY created_at DESC, rowid DESC", chunk)
+            for key, run_id, data in rows:
+                if key not in out:  # the newest of its key
+                    out[key] = self._decoded[run_id] = self._run(data)
+        return out
 
     #: Marks of cached runs held before they are written together (:meth:`record_run`).
     MARK_BATCH = 500
@@ -555,12 +579,20 @@ class Store:
 
     def record_verdict(self, *, trial: str, skill: str, model: str, suite: str, skill_hash: str,
                        suite_hash: str, kind: str, data: dict[str, Any]) -> None:
+        self.record_verdicts([VerdictRow(trial, skill, model, suite, skill_hash, suite_hash, kind, data)])
+
+    def record_verdicts(self, rows: Sequence[VerdictRow]) -> None:
+        """Verdicts, in one transaction."""
+        if not rows:
+            return
+        now = utc_now()
         with self._write() as db:
-            db.execute(
-                "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
-                "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
-                (trial, skill, model, suite, skill_hash, suite_hash, kind, utc_now(),
-                 json.dumps(data, ensure_ascii=False)))
+            for r in rows:
+                db.execute(
+                    "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
+                    "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (r.trial, r.skill, r.model, r.suite, r.skill_hash, r.suite_hash, r.kind, now,
+                     json.dumps(r.data, ensure_ascii=False)))
 
     def latest_verdicts(self, *, by: str = "skill") -> list[dict[str, Any]]:
         """The newest verdict per (skill, model), or per (suite, model) with ``by="suite"``."""

@@ -76,6 +76,39 @@ def test_cache_reuses_only_runs_with_an_outcome_newest_first(tmp_path: Path) -> 
     assert store.cached_run("nothing") is None
 
 
+def test_many_keys_are_looked_up_at_once_newest_first(tmp_path: Path) -> None:
+    """``cached_runs``: the runs of many keys in one query per 500 keys, each key's newest
+    cacheable run, as ``cached_run`` finds them one by one."""
+    store = Store(tmp_path / "court.db")
+    store.record_run(run_record("old", "k0", outcome=False), trial="t1", cached=False)
+    time.sleep(1.1)  # created_at has one-second resolution; the newest must win
+    for i in range(1200):
+        store.record_run(run_record(f"r{i}", f"k{i}"), trial="t1", cached=False)
+    store.record_run(run_record("none", "k-none", status=NO_ANSWER, outcome=None), trial="t1", cached=False)
+    keys = [f"k{i}" for i in range(1200)] + ["k-none", "missing", "k0"]
+    found = store.cached_runs(keys)
+    assert sorted(found) == sorted(f"k{i}" for i in range(1200))
+    assert found["k0"].run_id == "r0" and found["k1199"].run_id == "r1199"
+    assert {k: r.run_id for k, r in found.items()} == {
+        k: r.run_id for k in keys if (r := store.cached_run(k)) is not None}
+    assert store.cached_runs([]) == {}
+    store.close()
+
+
+def test_many_verdicts_are_written_at_once_in_their_order(tmp_path: Path) -> None:
+    from pytest_skillcourt.store import VerdictRow
+
+    store = Store(tmp_path / "court.db")
+    rows = [VerdictRow("t1", f"s{i}", "m", f"s{i}.yaml", "h", "sh", "NEUTRAL", {"i": i}) for i in range(3)]
+    before = store._db.total_changes
+    store.record_verdicts(rows)
+    store.record_verdicts([])
+    assert store._db.total_changes - before == 3
+    assert [(v["skill"], v["data"]) for v in store.trial_verdicts("t1")] == [
+        ("s0", {"i": 0}), ("s1", {"i": 1}), ("s2", {"i": 2})]
+    store.close()
+
+
 def test_spend_and_unpriced_are_per_session(tmp_path: Path) -> None:
     store = Store(tmp_path / "court.db")
     store.record_run(run_record("a", cost=0.25), trial="t1", cached=False)
