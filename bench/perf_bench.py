@@ -25,8 +25,11 @@ model calls and 1 exec whichever harness drives it.
 - scale: generated libraries of N skills x 6 tasks: ``--co``, and a session served from a
   fully cached store (filled beforehand, without running anything, with one run per run
   item as a session records it: the court's own run key and reach digest through
-  ``Store.record_run``), each as wall and CPU time and peak RSS of the whole pytest
-  process; the growth row compares CPU times (steadier than wall on a shared machine).
+  ``Store.record_run``), each in both item layouts (one item per run, the default, and
+  ``--skill-court-items skill``, one per skill and model), each as wall and CPU time and
+  peak RSS of the whole pytest process; the growth rows compare CPU times (steadier than
+  wall on a shared machine).  Beside them, pytest alone on the same tree with as many
+  empty items per suite file as each layout has: the floor of any plugin.
   Every process has a timeout (``SCALE_TIMEOUT_S``): a hang fails the bench.
 - workers: bench/cache_bench.py with ``-n 2``: the median of three cached re-runs against the
   first run (one re-run of a few seconds moves by a tenth of itself with the machine's load).
@@ -490,10 +493,10 @@ TREE_FLOOR_PLUGIN = FLOOR_CONFTEST.replace(
     'if file_path.suffix == ".floor":', 'if file_path.suffix == ".yaml" and file_path.parent.name == "skills_tests":')
 
 
-def pytest_tree_floor(root: Path, skills: int) -> Row:
-    """pytest alone (no plugin but the floor's items) on the generated library's tree:
-    what walking its folders and collecting and running that many items costs any plugin."""
-    per_suite = TASKS_PER_SKILL * 2 + 1
+def pytest_tree_floor(root: Path, skills: int, per_suite: int) -> Row:
+    """pytest alone (no plugin but the floor's items) on the generated library's tree, with
+    ``per_suite`` items per suite file: what walking its folders and collecting and running
+    that many items costs any plugin."""
     (root / "bench_tree_floor.py").write_text(f"ITEMS_PER_SUITE = {per_suite}\n{TREE_FLOOR_PLUGIN}")
     (root / "floor.ini").write_text("[pytest]\n")
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-c", "floor.ini",
@@ -540,42 +543,58 @@ def cached_share(db: Path) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+#: The layouts the scale section measures: the default (an item per run) and
+#: ``--skill-court-items skill`` (an item per skill and model), each with its items per suite.
+LAYOUTS = (("run", (), TASKS_PER_SKILL * 2 + 1), ("skill", ("--skill-court-items", "skill"), 2))
+
+
 def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
     rows: list[Row] = []
-    points: list[tuple[int, Measured, Measured]] = []
+    points: list[tuple[int, dict[str, tuple[Measured, Measured]]]] = []
     for n in sizes:
         root = library(work / f"lib-{n}", n)
         argv, env = court_command("--skill-court-allow-unpriced", extra_env={
             "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""})
         limit = SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * n
-        co = peak_of([*argv, "--co"], root, env, limit)
+        cos = {name: peak_of([*argv, *args, "--co"], root, env, limit) for name, args, _ in LAYOUTS}
         fill = peak_of([*argv, "-p", "bench_fill"], root, env, limit)
         runs = n * TASKS_PER_SKILL * 2
         if f"{n} passed" not in fill.proc.stdout:  # the fill's verdict items: one per skill
             sys.exit(f"scale bench: the fill of {runs} runs did not end in {n} verdicts:\n{fill.proc.stdout[-2000:]}")
-        cached = peak_of(argv, root, env, limit)
-        used = cached_share(root / ".skill-court" / "court.db")
-        if f"{runs + n} passed" not in cached.proc.stdout or used != (runs, runs):
-            sys.exit(f"scale bench: the session was not served from the cache ({used[1]} of {used[0]} "
-                     f"runs cached, {runs} expected):\n{cached.proc.stdout[-2000:]}")
-        points.append((n, co, cached))
+        measured: dict[str, tuple[Measured, Measured]] = {}
         goal = n == 2000
-        rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks: collection (--co)", "<= 3 s" if goal else "-",
-                        co.line(), co.wall <= 3 if goal else None))
-        rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks ({runs} runs): session from a fully cached "
-                        f"store (filled in {fill.wall:.0f} s)", "<= 2 s" if goal else "-",
-                        cached.line(), cached.wall <= 2 if goal else None))
+        for name, args, per_suite in LAYOUTS:
+            cached = peak_of([*argv, *args], root, env, limit)
+            used = cached_share(root / ".skill-court" / "court.db")
+            items = n * (per_suite - 1)  # run items, or runs items; and one verdict per skill
+            if f"{items + n} passed" not in cached.proc.stdout or used != (runs, runs):
+                sys.exit(f"scale bench: the {name}-layout session was not served from the cache ({used[1]} of "
+                         f"{used[0]} runs cached, {runs} expected):\n{cached.proc.stdout[-2000:]}")
+            measured[name] = (cos[name], cached)
+            co = cos[name]
+            layout = f"one item per {name}" + (" (default)" if not args else f" ({' '.join(args)})")
+            rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks, {layout}: collection (--co)",
+                            "<= 3 s" if goal else "-", co.line(), co.wall <= 3 if goal else None))
+            rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks ({runs} runs), {layout}: session from a fully "
+                            f"cached store (filled in {fill.wall:.0f} s)", "<= 2 s" if goal else "-",
+                            cached.line(), cached.wall <= 2 if goal else None))
+        points.append((n, measured))
     floor_at = max((n for n in sizes if n <= 2000), default=None)
     if floor_at is not None:
         rows.append(pytest_floor(work / "floor", floor_at * (TASKS_PER_SKILL * 2 + 1)))
-        rows.append(pytest_tree_floor(work / f"lib-{floor_at}", floor_at))
+        for _, _, per_suite in LAYOUTS:
+            rows.append(pytest_tree_floor(work / f"lib-{floor_at}", floor_at, per_suite))
     if len(points) >= 2:
-        (n0, co0, v0), (n1, co1, v1) = points[0], points[-1]
+        (n0, m0), (n1, m1) = points[0], points[-1]
         factor = n1 / n0
-        grew = {"collection": co1.cpu / co0.cpu, "cached session": v1.cpu / v0.cpu, "its peak memory": v1.mb / v0.mb}
-        rows.append(Row(f"growth {n0} -> {n1} skills ({factor:.0f}x)", f"linear or better (<= {factor:.0f}x)",
-                        ", ".join(f"{k} {v:.1f}x" for k, v in grew.items()) + " (CPU time: steadier than wall "
-                        "on a shared machine)", max(grew.values()) <= factor * 1.1))
+        for name, _, _ in LAYOUTS:
+            (co0, v0), (co1, v1) = m0[name], m1[name]
+            grew = {"collection": co1.cpu / co0.cpu, "cached session": v1.cpu / v0.cpu,
+                    "its peak memory": v1.mb / v0.mb}
+            rows.append(Row(f"growth {n0} -> {n1} skills ({factor:.0f}x), one item per {name}",
+                            f"linear or better (<= {factor:.0f}x)",
+                            ", ".join(f"{k} {v:.1f}x" for k, v in grew.items()) + " (CPU time: steadier than "
+                            "wall on a shared machine)", max(grew.values()) <= factor * 1.1))
     return rows
 
 

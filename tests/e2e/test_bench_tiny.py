@@ -33,8 +33,10 @@ def test_every_benchmark_runs_at_its_tiny_size() -> None:
     assert any(b.startswith("ours, local, ") and "1 at once" in b for b in benches), benches
     assert any(b.startswith("ours, local, ") and "8 at once" in b for b in benches), benches
     assert any("--skill-court-concurrency 8" in b for b in benches), benches
-    assert any("collection (--co)" in b for b in benches) and any("fully cached store" in b for b in benches)
-    assert any(b.startswith("growth ") for b in benches), benches
+    for layout in ("one item per run", "one item per skill"):  # both item layouts
+        assert any("collection (--co)" in b and layout in b for b in benches), benches
+        assert any("fully cached store" in b and layout in b for b in benches), benches
+        assert any(b.startswith("growth ") and b.endswith(layout) for b in benches), benches
     assert any("-n 2" in b for b in benches), benches
     assert "inspect_ai | reference | not measured: --no-inspect" in out
     # every measured figure is a number of its unit, not an error text
