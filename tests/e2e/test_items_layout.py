@@ -224,3 +224,26 @@ def test_an_unknown_layout_is_a_usage_error(pytester: pytest.Pytester, where: st
     else:
         result.stderr.fnmatch_lines(["*--skill-court-items (or ini skill_court_items): expected one of run, skill, "
                                      "got 'tasks'; e.g. --skill-court-items skill*"])
+
+
+def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester, server: LLMServer,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ``FREEZE_AT`` selected items the session ``gc.freeze``s after collection (pytest's
+    collections at exit then skip it); a smaller one leaves the collector alone."""
+    import gc
+
+    from pytest_skillcourt import session
+
+    server.set_handler(_right)
+    _project(pytester, server, 2)
+    before = gc.get_freeze_count()
+    try:
+        run_court(pytester, "--co", junitxml=None).assert_outcomes()
+        assert gc.get_freeze_count() == before
+        monkeypatch.setattr(session, "FREEZE_AT", 4)
+        run_court(pytester, "--co", *SKILL, junitxml=None)  # 2 items: under 4
+        assert gc.get_freeze_count() == before
+        run_court(pytester, "--co", junitxml=None)  # 4 run items
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
