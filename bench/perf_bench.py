@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cache_bench import only_product_plugins  # noqa: E402  (bench/ is the script's folder)
-from tests.support.builders import ini, question_number, task, write_skill, write_suite
+from tests.support.builders import ini, newest_trial_runs, question_number, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
 #: inspect_ai as compared (PyPI), in its own venv so it never meets this project's packages.
@@ -530,19 +530,6 @@ def pytest_floor(root: Path, items: int) -> Row:
                f"--co {co.line()}; run {run.line()}", None)
 
 
-def cached_share(db: Path) -> tuple[int, int]:
-    """(runs, of which cached) of the newest session in the store at ``db``."""
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    try:
-        row = con.execute("SELECT COUNT(*), COALESCE(SUM(cached), 0) FROM trial_runs WHERE trial = "
-                          "(SELECT trial FROM trials ORDER BY started_at DESC, rowid DESC LIMIT 1)").fetchone()
-    finally:
-        con.close()
-    return int(row[0]), int(row[1])
-
-
 #: The layouts the scale section measures: the default (an item per run) and
 #: ``--skill-court-items skill`` (an item per skill and model), each with its items per suite.
 LAYOUTS = (("run", (), TASKS_PER_SKILL * 2 + 1), ("skill", ("--skill-court-items", "skill"), 2))
@@ -565,7 +552,7 @@ def scale(work: Path, sizes: Sequence[int]) -> list[Row]:
         goal = n == 2000
         for name, args, per_suite in LAYOUTS:
             cached = peak_of([*argv, *args], root, env, limit)
-            used = cached_share(root / ".skill-court" / "court.db")
+            used = newest_trial_runs(root / ".skill-court" / "court.db")
             items = n * (per_suite - 1)  # run items, or runs items; and one verdict per skill
             if f"{items + n} passed" not in cached.proc.stdout or used != (runs, runs):
                 sys.exit(f"scale bench: the {name}-layout session was not served from the cache ({used[1]} of "

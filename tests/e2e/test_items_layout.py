@@ -9,7 +9,6 @@ concurrency hold as in the default layout; a bad value is a usage error naming t
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from tests.support.builders import (
     hurting_model,
     ini,
     junit_properties,
+    newest_trial_runs,
     question_number,
     run_court,
     task,
@@ -52,17 +52,6 @@ def _verdicts(path: Path) -> list[tuple[Any, Any, str]]:
                   for v in data["verdicts"])
 
 
-def _trial_runs(db: Path) -> tuple[int, int]:
-    """(runs, of which cached) of the newest trial in the store."""
-    con = sqlite3.connect(db)
-    try:
-        row = con.execute("SELECT COUNT(*), COALESCE(SUM(cached), 0) FROM trial_runs WHERE trial = "
-                          "(SELECT trial FROM trials ORDER BY started_at DESC, rowid DESC LIMIT 1)").fetchone()
-    finally:
-        con.close()
-    return int(row[0]), int(row[1])
-
-
 def test_collect_only_lists_one_runs_item_per_skill_and_model(pytester: pytest.Pytester, server: LLMServer) -> None:
     _project(pytester, server, 3, models=("custom/test-model", "custom/other-model"))
     result = run_court(pytester, "--co", "-q", *SKILL, junitxml=None)
@@ -87,7 +76,7 @@ def test_same_verdict_as_the_run_layout_and_each_reuses_the_others_runs(pytester
     calls = len(server.chat_requests())
     assert calls > 0
     db = pytester.path / ".skill-court" / "court.db"
-    assert _trial_runs(db) == (8, 0)
+    assert newest_trial_runs(db) == (8, 0)
 
     props = junit_properties(pytester.path / "junit.xml")
     runs = props["skills_tests.house-format.yaml::runs[test-model]"]
@@ -101,12 +90,12 @@ def test_same_verdict_as_the_run_layout_and_each_reuses_the_others_runs(pytester
     again = run_court(pytester, "--skill-court-json", "run.json", "--skill-court-no-early-stop")
     again.assert_outcomes(passed=8, failed=1)
     assert len(server.chat_requests()) == calls  # runs, judgments and the cause: all from the store
-    assert _trial_runs(db) == (8, 8)
+    assert newest_trial_runs(db) == (8, 8)
     assert _verdicts(pytester.path / "skill.json") == _verdicts(pytester.path / "run.json") != []
 
     third = run_court(pytester, *SKILL, "--skill-court-no-early-stop", "--skill-court-json", "third.json")
     third.assert_outcomes(passed=1, failed=1)
-    assert _trial_runs(db) == (8, 8)
+    assert newest_trial_runs(db) == (8, 8)
     assert junit_properties(pytester.path / "junit.xml")[
         "skills_tests.house-format.yaml::runs[test-model]"]["cached_runs"] == "8"
     assert _verdicts(pytester.path / "third.json") == _verdicts(pytester.path / "run.json")

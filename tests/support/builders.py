@@ -248,6 +248,17 @@ def junit_properties(xml_path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def newest_trial_runs(db: Path) -> tuple[int, int]:
+    """(runs, of which cached) of the newest session in the store at ``db``."""
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("SELECT COUNT(*), COALESCE(SUM(cached), 0) FROM trial_runs WHERE trial = "
+                           "(SELECT trial FROM trials ORDER BY started_at DESC, rowid DESC LIMIT 1)").fetchone()
+    finally:
+        conn.close()
+    return int(row[0]), int(row[1])
+
+
 def count_rows(db: Path, table: str) -> int:
     """The number of rows in ``table`` of the SQLite file ``db``."""
     conn = sqlite3.connect(db)
