@@ -47,8 +47,8 @@ from pytest_skillcourt.scaffold import InitError, plan_init, write_init
 from pytest_skillcourt.skills import LibraryError, load_library
 from pytest_skillcourt.stats.verdict import VerdictKind
 from pytest_skillcourt.trial_cli import EPILOG as TRIAL_EPILOG
-from pytest_skillcourt.trial_cli import (DEFAULT_PARALLEL, TrialOptions, TrialUsageError, run_trial, summary_lines,
-                                         xdist_installed)
+from pytest_skillcourt.trial_cli import (DEFAULT_PARALLEL, ITEM_LAYOUTS, TrialOptions, TrialUsageError, run_trial,
+                                         summary_lines, xdist_installed)
 
 #: Exit statuses (also printed by ``--help``).
 EXIT_OK = 0
@@ -719,7 +719,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
             skills=tuple(args.skill), all_agent=args.all, models=tuple(args.model or ()), base_url=args.base_url,
             agent=args.agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
             budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
-            keep_sandboxes=args.keep_sandboxes, fresh=args.fresh,
+            keep_sandboxes=args.keep_sandboxes, fresh=args.fresh, items=args.items,
             judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
                                              if layout.hermes_home is not None else None),
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
@@ -798,6 +798,10 @@ def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
                              "set that no longer hurt)")
     parser.add_argument("--keep-sandboxes", action="store_true", help="keep the last pair's sandboxes")
     parser.add_argument("--fresh", action="store_true", help="ignore cached runs and judgments")
+    parser.add_argument("--items", choices=ITEM_LAYOUTS, default=None,
+                        help="run: one pytest item per run (the default); skill: one item per skill and "
+                             "model doing all its runs, for trials of hundreds of skills (README \"Item "
+                             "layouts\"; with it --parallel is at most skills x models workers)")
     parser.add_argument("--json", dest="as_json", action="store_true",
                         help="print the result as JSON (the --skill-court-json document, with exit_status "
                              "and library)")

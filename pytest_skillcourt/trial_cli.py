@@ -64,6 +64,9 @@ LOG_NAME = "last-trial.log"
 #: Held by every trial of a library while its session runs (README "Automatic trials").
 TRIAL_LOCK = "trial.lock"
 PLUGIN_MODULE = "pytest_skillcourt.plugin"
+#: ``--items``: the values of ``options.ItemLayout``, named here so that the command line
+#: does not import pytest to build its parser (a unit test holds the two equal).
+ITEM_LAYOUTS = ("run", "skill")
 
 EPILOG = """\
 exit status (as pytest --skill-court):
@@ -103,6 +106,7 @@ class TrialOptions:
     as_json: bool = False
     quarantine: Path | None = None
     hermes_profile: Path | None = None  # for --agent hermes
+    items: str | None = None  # --skill-court-items: "run" (default) or "skill"
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ class Selection:
 
     skills: tuple[str, ...]
     suites: tuple[Path, ...]
-    runs: int  # run items the session will hold (for the worker count)
+    runs: int  # runs the session will hold (with --items run, its items: for the worker count)
     notes: tuple[str, ...] = ()
 
 
@@ -238,7 +242,9 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
     """The arguments of the trial's ``pytest`` session."""
     autoload = _plugin_autoloaded() if disabled_plugin_autoload is None else not disabled_plugin_autoload
     args: list[str] = [] if autoload else ["-p", PLUGIN_MODULE]
-    n = workers(options, selection.runs)
+    # With --items skill an item is one skill on one model: no more workers than those.
+    items = len(selection.skills) * max(1, len(models)) if options.items == "skill" else selection.runs
+    n = workers(options, items)
     if n > 1:
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
             args += ["-p", "xdist"]
@@ -251,7 +257,7 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
         ("tasks", options.tasks), ("reps", options.reps), ("budget", options.budget),
         ("timeout", options.timeout), ("judge-model", options.judge_model),
         ("judge-tokens", options.judge_tokens),
-        ("hermes-profile", options.hermes_profile),
+        ("hermes-profile", options.hermes_profile), ("items", options.items),
     ]
     args += [f"--skill-court-{name}={value}" for name, value in one_to_one if value is not None]
     flags = [("allow-unpriced", options.allow_unpriced), ("apply", options.apply),

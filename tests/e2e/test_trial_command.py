@@ -228,3 +228,25 @@ def test_a_parallel_trial_gives_the_same_verdict(court: Court, server: LLMServer
     assert "(2 at a time)" in done.stderr
     (verdict,) = json.loads(done.stdout)["verdicts"]
     assert verdict["verdict"]["kind"] == "HURTS" and verdict["fresh_runs"] == 6
+
+
+def test_items_skill_gives_the_same_verdict_and_shares_the_cache(court: Court, server: LLMServer) -> None:
+    server.set_handler(hurting_model())
+    court.add_tasks()
+    done = court.trial(SKILL, "--items", "skill", "--json")
+    assert done.returncode == 1, done.stderr
+    # One progress line for the skill's six runs, not one per run.
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("[")]
+    assert "runs[test-model]" in line and "6 runs:" in line and "0 cached" in line
+    (verdict,) = json.loads(done.stdout)["verdicts"]
+    assert verdict["verdict"]["kind"] == "HURTS" and verdict["fresh_runs"] == 6
+    # The default layout finds the same runs in the store.
+    again = court.trial(SKILL, "--json")
+    assert again.returncode == 1, again.stderr
+    (verdict,) = json.loads(again.stdout)["verdicts"]
+    assert verdict["verdict"]["kind"] == "HURTS" and verdict["cached_runs"] == 6
+
+
+def test_a_bad_item_layout_is_refused_before_anything_runs(court: Court) -> None:
+    done = court.command("trial", SKILL, "--items", "task")
+    assert done.returncode == 4 and "--items: invalid choice: 'task'" in done.stderr

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.layout import hermes_layout
-from pytest_skillcourt.trial_cli import Selection, TrialOptions, pytest_args, workers, xdist_installed
+from pytest_skillcourt.options import ItemLayout
+from pytest_skillcourt.trial_cli import (ITEM_LAYOUTS, Selection, TrialOptions, pytest_args, workers,
+                                         xdist_installed)
 
 
 def _selection(tmp_path: Path) -> tuple[Any, Selection]:
@@ -24,7 +26,7 @@ def test_options_map_one_to_one_onto_the_courts(tmp_path: Path, monkeypatch: pyt
     layout, selection = _selection(tmp_path)
     options = TrialOptions(skills=("a",), models=("openai/x", "openai/y"), agent="builtin", sandbox="local",
                            tasks=3, reps=2, parallel=1, budget=0.5, allow_unpriced=True, timeout=30.0,
-                           apply=True, keep_sandboxes=True, judge_model="openai/j", fresh=True)
+                           apply=True, keep_sandboxes=True, judge_model="openai/j", fresh=True, items="skill")
     args = pytest_args(layout, selection, options, config=Path("/c.toml"), json_path=Path("/r.json"),
                        quarantine=Path("/q.json"), base_url="http://h/v1", models=options.models)
     assert args[:9] == ["-c", "/c.toml", f"--rootdir={layout.rootdir}", "--noconftest", "-p", "no:cacheprovider",
@@ -33,7 +35,7 @@ def test_options_map_one_to_one_onto_the_courts(tmp_path: Path, monkeypatch: pyt
         "--skill-court-model=openai/x", "--skill-court-model=openai/y", "--skill-court-base-url=http://h/v1",
         "--skill-court-agent=builtin", "--skill-court-sandbox=local", "--skill-court-tasks=3",
         "--skill-court-reps=2", "--skill-court-budget=0.5", "--skill-court-timeout=30.0",
-        "--skill-court-judge-model=openai/j", "--skill-court-allow-unpriced", "--skill-court-apply",
+        "--skill-court-judge-model=openai/j", "--skill-court-items=skill", "--skill-court-allow-unpriced", "--skill-court-apply",
         "--skill-court-keep-sandboxes", "--skill-court-fresh", "--skill-court-quarantine=/q.json",
         "--skill-court-json=/r.json", str(layout.suites_dir / "a.yaml")]
     # Without the pytest11 entry point loading it, the plugin is named with -p.
@@ -52,3 +54,19 @@ def test_parallel_is_xdist_workers_when_installed(tmp_path: Path) -> None:
     else:
         assert "-n" not in args
     assert workers(TrialOptions(parallel=1), runs=40) == 1
+
+
+def test_items_skill_caps_the_workers_at_skills_times_models(tmp_path: Path) -> None:
+    # 12 runs but one skill on one model: with --items skill that is one item, so no worker is started.
+    layout, selection = _selection(tmp_path)
+    args = pytest_args(layout, selection, TrialOptions(parallel=4, items="skill"), config=Path("/c"),
+                       json_path=Path("/r"), quarantine=Path("/q"), base_url=None, models=("m",))
+    assert "-n" not in args and "--skill-court-items=skill" in args
+    two = pytest_args(layout, selection, TrialOptions(parallel=4, items="skill"), config=Path("/c"),
+                      json_path=Path("/r"), quarantine=Path("/q"), base_url=None, models=("m", "n"))
+    if xdist_installed():
+        assert ["-n", "2"] == two[two.index("-n"):two.index("-n") + 2]
+
+
+def test_the_commands_item_layouts_are_the_courts() -> None:
+    assert ITEM_LAYOUTS == tuple(c.value for c in ItemLayout)
