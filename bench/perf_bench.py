@@ -58,7 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cache_bench import only_product_plugins  # noqa: E402  (bench/ is the script's folder)
+from cache_bench import compile_bytecode, only_product_plugins  # noqa: E402  (bench/ is the script's folder)
 from tests.support.builders import ini, newest_trial_runs, question_number, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 
@@ -644,6 +644,7 @@ def main() -> None:
     if args.tiny:
         args.runs, args.slow_runs, args.sizes, delay = 4, 2, "2,4", 0.2
     only = set(args.only.split(","))
+    compile_bytecode()
     work = Path(tempfile.mkdtemp(prefix="skillcourt-perf-bench-"))
     work.chmod(0o755)
     rows: list[Row] = []

@@ -37,6 +37,9 @@ fi
 
 echo "== installing pytest-skillcourt with its test extras"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev,hermes]'
+# An editable install compiles no bytecode, and where PYTHONDONTWRITEBYTECODE is set nothing
+# caches it: the suite's hundreds of pytest subprocesses would each compile the package again.
+python3 -m compileall -q pytest_skillcourt >/dev/null
 
 # Hermes' own skills (skills/ and optional-skills/ of the hermes-agent sdist), the
 # libraries tests/integration/test_builtin_vs_hermes.py compares the built-in agent
