@@ -205,7 +205,7 @@ class SuiteFile(pytest.File):
                         for index, task in enumerate(tasks) for rep in range(1, reps + 1) for arm in ARMS]
                 yield RunsItem.from_parent(self, name=runs_item_name(ids[model]), suite=suite, model=model,
                                            suite_rel=suite_rel, runs=runs, court=court)
-            tasks = []
+            tasks = ()
         for index, task in enumerate(tasks):
             for model in models:
                 for rep in range(1, reps + 1):

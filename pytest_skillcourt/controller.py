@@ -26,7 +26,6 @@ import pytest
 from .agent.client import ChatClient, ModelSpec
 from .cache import cause_key, judgment_key, verdict_key
 from .cause import ask_cause
-from .frozen import SuiteSource
 from .judge import Judgment, RunView, judge_pairs
 from .llm import TokenBudget
 from .options import FailOn, Settings
@@ -40,6 +39,7 @@ from .trial import (
     Cause,
     Outcome,
     Pair,
+    SuiteFacts,
     Target,
     TrialResult,
     TrialRun,
@@ -73,7 +73,9 @@ class Court(Protocol):
 
     def suite(self, suite_rel: str) -> Suite: ...
 
-    def suite_source(self, suite_rel: str) -> SuiteSource: ...
+    def suite_facts(self, suite_rel: str) -> SuiteFacts:
+        """What a verdict records of the suite, read now (a target from collection has them)."""
+        ...
 
     def library(self) -> Library: ...
 
@@ -138,7 +140,7 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
     meta: dict[str, tuple[str, RunRecord, RunRecord]] = {}
     for nodeid, runs in runs_by_target.items():
         target = court.targets[nodeid]
-        prompts = {t.id: t.prompt for t in court.suite(target.suite_rel).tasks}
+        prompts: dict[str, str] | None = None  # the suite is read only for a pair the judge needs
         judge_label = s.judge_model or target.model
         judge = court.model(judge_label)
         for pair in group_pairs(runs):
@@ -151,6 +153,8 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
                 out.judgments[(nodeid, pair.task_id, pair.rep)] = Judgment.from_dict(stored)
                 continue
             meta[key] = (nodeid, w, wo)
+            if prompts is None:
+                prompts = {t.id: t.prompt for t in court.suite(target.suite_rel).tasks}
             jobs_by_model.setdefault(judge_label, []).append(
                 (key, prompts.get(pair.task_id, ""), _view(w), _view(wo)))
     budget = court.judge_budget()
@@ -286,8 +290,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     """The verdict of one skill on one model from this session's recorded runs (verdicts
     decided now are added to ``fresh``, for the store)."""
     s = court.settings
-    suite = court.suite(target.suite_rel)
-    skill = court.library().get(suite.skill)
+    facts = target.facts or court.suite_facts(target.suite_rel)
     mine, judged_cost = judged.of(target.nodeid)
     runs = [u.record for u in used]
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
@@ -298,21 +301,22 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     cause, cause_cost = None, 0.0
-    if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and skill is not None:
-        court.say(f"finding the cause of {suite.skill}'s HURTS on {target.model}")
+    if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and facts.skill_hash:
+        court.say(f"finding the cause of {facts.skill}'s HURTS on {target.model}")
         try:
-            cause, cause_cost = explain(court, target, pairs, evidence, skill)
+            skill = court.library().get(facts.skill)
+            if skill is not None:
+                cause, cause_cost = explain(court, target, pairs, evidence, skill)
         except Exception as err:  # a verdict without its cause is still a verdict
-            court.errors.append(f"{suite.skill}: the cause could not be found: {err}")
+            court.errors.append(f"{facts.skill}: the cause could not be found: {err}")
     cached = sum(1 for u in used if u.cached)
-    source = court.suite_source(target.suite_rel)
     spend = (sum(r.cost_usd or 0.0 for r in runs if r.trial == court.trial)
              + judged_cost + cause_cost)
     return Outcome(
-        target=target, skill=suite.skill, verdict=verdict,
-        skill_hash=skill.hash if skill else "", suite_hash=suite.hash,
+        target=target, skill=facts.skill, verdict=verdict,
+        skill_hash=facts.skill_hash, suite_hash=facts.suite_hash,
         cached_runs=cached, fresh_runs=len(runs) - cached, spend=spend,
-        suite_source={**source.to_dict(), "label": source.label()},
+        suite_source=dict(facts.source),
         judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(mine.items())),
         cause=cause,
         failed=(verdict.kind == VerdictKind.HURTS and s.fail_on != FailOn.NEVER) or (

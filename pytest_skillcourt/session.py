@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Generator, Iterator
+from typing import Any, Generator, Iterator, Sequence
 
 import pytest
 
@@ -48,7 +48,7 @@ from .skills import Library, load_library
 from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
 from .store import Store, StoreError
 from .suite import Suite
-from .trial import Outcome, Target, TrialResult, TrialRun, group_pairs, pair_outcomes
+from .trial import Outcome, SuiteFacts, Target, TrialResult, TrialRun, group_pairs, pair_outcomes
 
 #: How often a worker looks at the store while it waits for the first four tasks.
 POLL_S = 0.25
@@ -195,6 +195,25 @@ class SkillCourt:
         if suite_rel not in self._suite_sources:
             self.suite(suite_rel)
         return self._suite_sources.get(suite_rel, SuiteSource())
+
+    def suite_facts(self, suite_rel: str) -> SuiteFacts:
+        """What a verdict of the suite ``suite_rel`` records of it.
+
+        Raises:
+            SuiteError, LibraryError, FrozenError: it cannot be read.
+        """
+        suite = self.suite(suite_rel)
+        skill = self.library().get(suite.skill)
+        source = self.suite_source(suite_rel)
+        return SuiteFacts(skill=suite.skill, suite_hash=suite.hash, skill_hash=skill.hash if skill else "",
+                          source={**source.to_dict(), "label": source.label()},
+                          tasks=tuple((t.id, t.prompt, t.check or "") for t in suite.tasks))
+
+    def _facts_or_none(self, suite_rel: str) -> SuiteFacts | None:
+        try:
+            return self.suite_facts(suite_rel)
+        except Exception:  # noqa: BLE001 - its own item says why; deciding reads it again and says so
+            return None
 
     def suite(self, suite_rel: str) -> Suite:
         if suite_rel not in self._suites:
@@ -438,7 +457,8 @@ class SkillCourt:
                 self.targets[item.nodeid] = Target(
                     item.nodeid, item.suite_rel, item.model, tuple(chosen[:EARLY_STOP_TASKS]),
                     unreachable=unreachable(len(chosen), reps.get(key, 1),
-                                            total=self._suite_size(item.suite_rel)) or "")
+                                            total=self._suite_size(item.suite_rel)) or "",
+                    facts=None if config.option.collectonly else self._facts_or_none(item.suite_rel))
         self._first_tasks = {k: tuple(v[:EARLY_STOP_TASKS]) for k, v in first.items()}
         self._refuse_unreachable_gates()
         if config.option.collectonly:
@@ -565,7 +585,7 @@ class SkillCourt:
         """The run's context, its key and its record in the cache (None: it must run)."""
         return self._look_up_many([item])[0]
 
-    def _look_up_many(self, items: list[OneRun]) -> list[tuple[RunContext, str, RunRecord | None]]:
+    def _look_up_many(self, items: Sequence[OneRun]) -> list[tuple[RunContext, str, RunRecord | None]]:
         """:meth:`_look_up` of each item, with one store query for them all."""
         found = [(ctx, run_key(ctx)) for ctx in map(self.run_context, items)]
         records = {} if self.settings.fresh else self.store().cached_runs([key for _, key in found])
@@ -973,10 +993,12 @@ class SkillCourt:
         checks: dict[str, tuple[tuple[str, str], ...]] = {}
         for o in self.outcomes:
             try:
-                prompts[o.target.suite_rel] = tuple((t.id, t.prompt) for t in self.suite(o.target.suite_rel).tasks)
-                checks[o.target.suite_rel] = tuple((t.id, t.check or "") for t in self.suite(o.target.suite_rel).tasks)
+                tasks = (o.target.facts or self.suite_facts(o.target.suite_rel)).tasks
             except Exception:  # the reports still show the runs without their prompts
                 prompts[o.target.suite_rel] = ()
+                continue
+            prompts[o.target.suite_rel] = tuple((i, prompt) for i, prompt, _ in tasks)
+            checks[o.target.suite_rel] = tuple((i, check) for i, _, check in tasks)
         changed, lifted = self.quarantine_changes
         return TrialResult(
             trial=self.trial, outcomes=tuple(self.outcomes), models=tuple(s.models),

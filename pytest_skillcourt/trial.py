@@ -22,6 +22,30 @@ WINNERS = (ARM_WITH, ARM_WITHOUT, "tie")
 
 
 @dataclass(frozen=True)
+class SuiteFacts:
+    """What a verdict and the reports record of its suite: the skill it tries, the
+    suite's and the skill's hashes (``skill_hash`` "": the skill is not in the library),
+    where the suite came from (``frozen.SuiteSource.to_dict()`` with its ``label``) and
+    its tasks as (id, prompt, check; "" for none)."""
+
+    skill: str
+    suite_hash: str
+    skill_hash: str
+    source: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    tasks: tuple[tuple[str, str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"skill": self.skill, "suite_hash": self.suite_hash, "skill_hash": self.skill_hash,
+                "source": dict(self.source), "tasks": [list(t) for t in self.tasks]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SuiteFacts:
+        tasks = tuple((str(t[0]), str(t[1]), str(t[2])) for t in d.get("tasks") or ())
+        return cls(skill=str(d["skill"]), suite_hash=str(d["suite_hash"]), skill_hash=str(d["skill_hash"]),
+                   source=dict(d.get("source") or {}), tasks=tasks)
+
+
+@dataclass(frozen=True)
 class Target:
     """A verdict to produce: one skill (suite) on one model."""
 
@@ -31,17 +55,23 @@ class Target:
     first_tasks: tuple[str, ...]
     #: why this selection can never give HELPS or HURTS (``stats.verdict.unreachable``), or ""
     unreachable: str = ""
+    #: the suite's facts as collection read them (None: it could not), so that deciding
+    #: need not read every suite and the library again: an xdist controller collects nothing
+    facts: SuiteFacts | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (it travels from xdist workers in ``workeroutput``)."""
         return {"nodeid": self.nodeid, "suite_rel": self.suite_rel, "model": self.model,
-                "first_tasks": list(self.first_tasks), "unreachable": self.unreachable}
+                "first_tasks": list(self.first_tasks), "unreachable": self.unreachable,
+                "facts": None if self.facts is None else self.facts.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Target:
         """Rebuild a target written by :meth:`to_dict`."""
+        facts = d.get("facts")
         return cls(nodeid=str(d["nodeid"]), suite_rel=str(d["suite_rel"]), model=str(d["model"]),
-                   first_tasks=tuple(d.get("first_tasks") or ()), unreachable=str(d.get("unreachable") or ""))
+                   first_tasks=tuple(d.get("first_tasks") or ()), unreachable=str(d.get("unreachable") or ""),
+                   facts=SuiteFacts.from_dict(facts) if isinstance(facts, Mapping) else None)
 
 
 @dataclass(frozen=True)

@@ -247,3 +247,23 @@ def test_provider_reported_cost_is_used(pytester: pytest.Pytester, server: LLMSe
     run_court(pytester).assert_outcomes(passed=6)
     props = by_item(pytester)
     assert props["house-format::h1[with]"]["cost_usd"] == "0.002000"
+
+
+def test_an_xdist_controller_records_the_suites_as_one_process_does(
+        pytester: pytest.Pytester, server: LLMServer) -> None:
+    # The controller of an -n session collects nothing: what a verdict records of its suite
+    # (skill, hashes, where the suite came from) travels from the workers with the targets.
+    server.set_handler(helps_house_format)
+    two_suites(pytester, server.base_url)
+    run_court(pytester, "--skill-court-json", "one.json", subprocess=True).assert_outcomes(passed=14)
+    run_court(pytester, "-n", "2", "--skill-court-json", "two.json", subprocess=True).assert_outcomes(passed=14)
+
+    def facts(name: str) -> dict[str, tuple]:
+        doc = json.loads((pytester.path / name).read_text())
+        return {v["skill"]: (v["skill_hash"], v["suite_hash"], v["suite_source"]["label"], v["verdict"]["kind"])
+                for v in doc["verdicts"]}
+
+    one, two = facts("one.json"), facts("two.json")
+    assert one == two and set(one) == {"house-format", "other-tip"}
+    assert all(len(h) >= 16 and len(s) >= 16 for h, s, _, _ in one.values())
+    assert one["house-format"][3] == "HELPS"

@@ -70,3 +70,16 @@ def test_items_skill_caps_the_workers_at_skills_times_models(tmp_path: Path) -> 
 
 def test_the_commands_item_layouts_are_the_courts() -> None:
     assert ITEM_LAYOUTS == tuple(c.value for c in ItemLayout)
+
+
+def test_a_target_and_its_suite_facts_travel_as_json() -> None:
+    import json
+
+    from pytest_skillcourt.trial import SuiteFacts, Target
+
+    facts = SuiteFacts(skill="a", suite_hash="s" * 16, skill_hash="", source={"kind": "working-tree", "label": "x"})
+    target = Target("x.yaml::verdict[m]", "x.yaml", "m", ("t1",), facts=facts)
+    back = Target.from_dict(json.loads(json.dumps(target.to_dict())))
+    assert back == target and back.facts == facts and back.facts.source == facts.source
+    assert Target.from_dict({"nodeid": "n", "suite_rel": "x.yaml", "model": "m"}).facts is None
+    hash(target)  # a dict inside does not make a target unhashable
