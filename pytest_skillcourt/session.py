@@ -79,6 +79,8 @@ def catch_sigterm() -> Any:
 
 #: Selected court items from which a session freezes what collection made (``gc.freeze``).
 FREEZE_AT = 1000
+#: A served run item asks the store for the records of at most this many next run items too.
+LOOK_AHEAD = 64
 
 #: The order a ``runs[MODEL]`` item counts its runs' outcomes in (``outcomes``: "8 success, 4 skipped").
 BATCH_OUTCOMES = ("success", "failure", "pending-judge", "none", "skipped", "error")
@@ -122,6 +124,12 @@ class SkillCourt:
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         #: (suite, model) -> whether early stop holds, once its first four tasks are recorded
         self._early: dict[tuple[str, str], bool] = {}
+        #: run item -> the run items of its (suite, model, phase) in run order and its place
+        #: among them: the store is asked for the next ones' records with its own (``_served``)
+        self._after: dict[RunItem, tuple[list[RunItem], int]] = {}
+        #: id of such a group -> whether its last item asked for was served (else its items ask
+        #: only for themselves: a session that runs them would ask for the rest over and over)
+        self._group_served: dict[int, bool] = {}
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self._progress: Progress | None = None
@@ -473,6 +481,12 @@ class SkillCourt:
 
         runs = [(i, it) for i, it in enumerate(keep) if not isinstance(it, VerdictItem)]
         items[:] = [it for _, it in sorted(runs, key=phase)]
+        groups: dict[tuple[str, str, int], list[RunItem]] = {}
+        for index, item in enumerate(items):
+            if isinstance(item, RunItem):
+                group = groups.setdefault((item.run.suite_rel, item.run.model, phase((index, item))[0]), [])
+                self._after[item] = (group, len(group))
+                group.append(item)
 
     # -- running ---------------------------------------------------------------
 
@@ -605,13 +619,23 @@ class SkillCourt:
         if self._ahead is not None:
             done = [self._ahead.finished(run) for run in runs]
             return all(d is not None and d[1] for d in done)
+        ask = [run for run in runs if run.looked_up is None]
+        mine = len(ask)
+        group, at = self._after.get(item, ([], 0)) if isinstance(item, RunItem) else ([], 0)
+        if ask and group and self._group_served.get(id(group), True):
+            # and the next runs of its suite and model, in the same query
+            ask += [other for other in group[at + 1:at + 1 + LOOK_AHEAD] if other.looked_up is None]
         try:
-            found = self._look_up_many(runs)
+            found = self._look_up_many(ask) if ask else []
         except Exception:  # noqa: BLE001 - raised again in runtest: the full protocol reports it as the item's
             return False
-        for run, looked_up in zip(runs, found):
-            run.looked_up = looked_up
-        return all(record is not None for _, _, record in found)
+        for index, (run, looked_up) in enumerate(zip(ask, found)):
+            if index < mine or looked_up[2] is not None:  # a run yet to do asks again in its turn
+                run.looked_up = looked_up
+        served = all(run.looked_up is not None and run.looked_up[2] is not None for run in runs)
+        if ask and group:  # a group that runs is not asked for ahead again until one of it is served
+            self._group_served[id(group)] = served
+        return served
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:

@@ -20,6 +20,7 @@ from tests.support.builders import (
     junit_properties,
     question_number,
     run_court,
+    sees_skill,
     task,
     write_skill,
     write_suite,
@@ -232,3 +233,58 @@ SkillCourt.run_context = boom
     broken.assert_outcomes(failed=6, passed=1)
     broken.stdout.fnmatch_lines(["*RuntimeError: the context could not be made*"])
     assert "INTERNALERROR" not in broken.stdout.str() + broken.stderr.str()
+
+
+#: Writes the number of keys of every ``Store.cached_runs`` query to lookups.txt.
+COUNT_LOOKUPS = '''
+import pytest_skillcourt.store as store
+
+_cached_runs = store.Store.cached_runs
+
+def counted(self, keys):
+    with open("lookups.txt", "a") as f:
+        f.write(f"{len(keys)}\\n")
+    return _cached_runs(self, keys)
+
+store.Store.cached_runs = counted
+'''
+
+
+def helped(request: RecordedRequest) -> Reply:
+    """Right only with the skill listed: the arms differ, so early stop does not end the suite."""
+    right = sees_skill(request, "house-format")
+    return Reply(content=f"TOTAL-{question_number(request)}" if right else "no idea", input_tokens=10,
+                 output_tokens=5)
+
+
+def test_a_served_run_item_asks_the_store_for_the_next_runs_of_its_suite_too(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.set_handler(helped)
+    write_skill(pytester.path / "skills", "house-format", "How we format totals")
+    write_suite(pytester.path, "house-format", [
+        task(f"h{i}", f"Question {i}: give the total.", f'grep -qx "TOTAL-{i}" "$SKILL_COURT_ANSWER"')
+        for i in range(1, 7)])
+    pytester.makefile(".ini", pytest=ini(base_url=server.base_url, sandbox="local"))
+    pytester.makeconftest(COUNT_LOOKUPS)
+    court(pytester, monkeypatch).assert_outcomes(passed=13)
+    lookups = pytester.path / "lookups.txt"
+    # Nothing cached: the first run of each phase asks for the rest too and finds nothing, so
+    # each of the others asks for itself in its turn (another worker may have run it since).
+    assert lookups.read_text().split() == ["8", *["1"] * 7, "4", *["1"] * 3]
+    lookups.unlink()
+
+    # Cached: one query for the first four tasks' eight runs (early stop's phase), one for the other four.
+    court(pytester, monkeypatch, "--junitxml=cached.xml").assert_outcomes(passed=13)
+    assert lookups.read_text().split() == ["8", "4"]
+    assert all(p["cached"] == "true" for k, p in junit_properties(pytester.path / "cached.xml").items()
+               if "verdict[" not in k)
+    lookups.unlink()
+
+    # The skill changed: its "with" runs must run again, each in its turn; the others are served.
+    calls = len(server.requests)
+    write_skill(pytester.path / "skills", "house-format", "How we format totals, now in bold")
+    court(pytester, monkeypatch, "--junitxml=edited.xml").assert_outcomes(passed=13)
+    props = {k: p for k, p in junit_properties(pytester.path / "edited.xml").items() if "verdict[" not in k}
+    assert {k for k, p in props.items() if p["cached"] == "false"} == {
+        k for k in props if k.endswith("[with]")}
+    assert len(server.requests) - calls == 6
