@@ -10,6 +10,7 @@ selected, through ``workeroutput``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import signal
 import sys
@@ -82,6 +83,16 @@ FREEZE_AT = 1000
 #: A served run item asks the store for the records of at most this many next run items too.
 LOOK_AHEAD = 64
 
+@dataclasses.dataclass
+class RunGroup:
+    """The run items of one suite, model and early-stop phase, in run order (``_served``)."""
+
+    items: list[RunItem] = dataclasses.field(default_factory=list)
+    #: whether the last of them asked for was served; if not, the next ones ask only for
+    #: themselves (a session that runs them would ask for the rest over and over)
+    served: bool = True
+
+
 #: The order a ``runs[MODEL]`` item counts its runs' outcomes in (``outcomes``: "8 success, 4 skipped").
 BATCH_OUTCOMES = ("success", "failure", "pending-judge", "none", "skipped", "error")
 
@@ -124,12 +135,9 @@ class SkillCourt:
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         #: (suite, model) -> whether early stop holds, once its first four tasks are recorded
         self._early: dict[tuple[str, str], bool] = {}
-        #: run item -> the run items of its (suite, model, phase) in run order and its place
-        #: among them: the store is asked for the next ones' records with its own (``_served``)
-        self._after: dict[RunItem, tuple[list[RunItem], int]] = {}
-        #: id of such a group -> whether its last item asked for was served (else its items ask
-        #: only for themselves: a session that runs them would ask for the rest over and over)
-        self._group_served: dict[int, bool] = {}
+        #: run item -> the group of its (suite, model, phase) and its place in it: the store is
+        #: asked for the next ones' records with its own (``_served``)
+        self._after: dict[RunItem, tuple[RunGroup, int]] = {}
         self.outcomes: list[Outcome] = []
         self.early_skipped = 0
         self._progress: Progress | None = None
@@ -481,12 +489,12 @@ class SkillCourt:
 
         runs = [(i, it) for i, it in enumerate(keep) if not isinstance(it, VerdictItem)]
         items[:] = [it for _, it in sorted(runs, key=phase)]
-        groups: dict[tuple[str, str, int], list[RunItem]] = {}
+        groups: dict[tuple[str, str, int], RunGroup] = {}
         for index, item in enumerate(items):
             if isinstance(item, RunItem):
-                group = groups.setdefault((item.run.suite_rel, item.run.model, phase((index, item))[0]), [])
-                self._after[item] = (group, len(group))
-                group.append(item)
+                group = groups.setdefault((item.run.suite_rel, item.run.model, phase((index, item))[0]), RunGroup())
+                self._after[item] = (group, len(group.items))
+                group.items.append(item)
 
     # -- running ---------------------------------------------------------------
 
@@ -621,10 +629,9 @@ class SkillCourt:
             return all(d is not None and d[1] for d in done)
         ask = [run for run in runs if run.looked_up is None]
         mine = len(ask)
-        group, at = self._after.get(item, ([], 0)) if isinstance(item, RunItem) else ([], 0)
-        if ask and group and self._group_served.get(id(group), True):
-            # and the next runs of its suite and model, in the same query
-            ask += [other for other in group[at + 1:at + 1 + LOOK_AHEAD] if other.looked_up is None]
+        group, at = self._after.get(item, (None, 0)) if isinstance(item, RunItem) else (None, 0)
+        if ask and group is not None and group.served:  # and the next runs of its group, in the same query
+            ask += [other for other in group.items[at + 1:at + 1 + LOOK_AHEAD] if other.looked_up is None]
         try:
             found = self._look_up_many(ask) if ask else []
         except Exception:  # noqa: BLE001 - raised again in runtest: the full protocol reports it as the item's
@@ -633,8 +640,8 @@ class SkillCourt:
             if index < mine or looked_up[2] is not None:  # a run yet to do asks again in its turn
                 run.looked_up = looked_up
         served = all(run.looked_up is not None and run.looked_up[2] is not None for run in runs)
-        if ask and group:  # a group that runs is not asked for ahead again until one of it is served
-            self._group_served[id(group)] = served
+        if ask and group is not None:  # a group that runs is not asked for ahead until one of it is served
+            group.served = served
         return served
 
     @pytest.hookimpl(tryfirst=True)
