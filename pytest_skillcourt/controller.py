@@ -34,7 +34,6 @@ from .run import price
 from .skills import Library, Skill
 from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, Verdict, VerdictKind, decide
 from .store import Store, VerdictRow
-from .suite import Suite
 from .trial import (
     Cause,
     Outcome,
@@ -70,8 +69,6 @@ class Court(Protocol):
     def runs_by_target(self) -> Mapping[tuple[str, str], Sequence[TrialRun]]:
         """The runs this session's trial used, by (suite, model)."""
         ...
-
-    def suite(self, suite_rel: str) -> Suite: ...
 
     def suite_facts(self, suite_rel: str) -> SuiteFacts:
         """What a verdict records of the suite, read now (a target from collection has them)."""
@@ -131,6 +128,16 @@ def _view(rec: RunRecord) -> RunView:
                    binary=tuple(cap.get("binary", [])))
 
 
+def facts_of(court: Court, target: Target) -> SuiteFacts:
+    """What collection read of the target's suite, or (a worker could not) read now."""
+    return target.facts or court.suite_facts(target.suite_rel)
+
+
+def prompts_of(court: Court, target: Target) -> dict[str, str]:
+    """Task id -> prompt, of the target's suite."""
+    return {task_id: prompt for task_id, prompt, _ in facts_of(court, target).tasks}
+
+
 def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]]) -> Judged:
     """Judge every check-less pair that has two scorable runs; reuse stored judgments."""
     s = court.settings
@@ -154,7 +161,7 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
                 continue
             meta[key] = (nodeid, w, wo)
             if prompts is None:
-                prompts = {t.id: t.prompt for t in court.suite(target.suite_rel).tasks}
+                prompts = prompts_of(court, target)
             jobs_by_model.setdefault(judge_label, []).append(
                 (key, prompts.get(pair.task_id, ""), _view(w), _view(wo)))
     budget = court.judge_budget()
@@ -290,7 +297,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     """The verdict of one skill on one model from this session's recorded runs (verdicts
     decided now are added to ``fresh``, for the store)."""
     s = court.settings
-    facts = target.facts or court.suite_facts(target.suite_rel)
+    facts = facts_of(court, target)
     mine, judged_cost = judged.of(target.nodeid)
     runs = [u.record for u in used]
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
@@ -336,8 +343,7 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
     if pair is None or pair.with_run is None or pair.without_run is None:
         return None, 0.0
     w, wo = pair.with_run, pair.without_run
-    suite = court.suite(target.suite_rel)
-    prompt = next((t.prompt for t in suite.tasks if t.id == pair.task_id), "")
+    prompt = prompts_of(court, target).get(pair.task_id, "")
     judge = court.model(court.settings.judge_model or target.model)
     try:
         skill_md = skill.skill_md.read_text(encoding="utf-8")
