@@ -71,7 +71,7 @@ class Court(Protocol):
         ...
 
     def suite_facts(self, suite_rel: str) -> SuiteFacts:
-        """What a verdict records of the suite, read now (a target from collection has them)."""
+        """What a verdict records of the suite (read once; under xdist, as the workers read it)."""
         ...
 
     def library(self) -> Library: ...
@@ -128,14 +128,9 @@ def _view(rec: RunRecord) -> RunView:
                    binary=tuple(cap.get("binary", [])))
 
 
-def facts_of(court: Court, target: Target) -> SuiteFacts:
-    """What collection read of the target's suite, or (a worker could not) read now."""
-    return target.facts or court.suite_facts(target.suite_rel)
-
-
 def prompts_of(court: Court, target: Target) -> dict[str, str]:
     """Task id -> prompt, of the target's suite."""
-    return {task_id: prompt for task_id, prompt, _ in facts_of(court, target).tasks}
+    return {task_id: prompt for task_id, prompt, _ in court.suite_facts(target.suite_rel).tasks}
 
 
 def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]]) -> Judged:
@@ -297,7 +292,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     """The verdict of one skill on one model from this session's recorded runs (verdicts
     decided now are added to ``fresh``, for the store)."""
     s = court.settings
-    facts = facts_of(court, target)
+    facts = court.suite_facts(target.suite_rel)
     mine, judged_cost = judged.of(target.nodeid)
     runs = [u.record for u in used]
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()

@@ -120,6 +120,7 @@ class SkillCourt:
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}
         self._suite_sources: dict[str, SuiteSource] = {}
+        self._facts: dict[str, SuiteFacts] = {}
         self._reader: SuiteReader | None = None
         self._store: Any = None  # a Store, behind a LockedStore with --skill-court-concurrency
         #: with --skill-court-concurrency N > 1: the threads running the items ahead
@@ -213,17 +214,21 @@ class SkillCourt:
         return self._suite_sources.get(suite_rel, SuiteSource())
 
     def suite_facts(self, suite_rel: str) -> SuiteFacts:
-        """What a verdict of the suite ``suite_rel`` records of it.
+        """What a verdict of the suite ``suite_rel`` records of it: read once per session,
+        or as an xdist worker read it (its targets carry it).
 
         Raises:
             SuiteError, LibraryError, FrozenError: it cannot be read.
         """
-        suite = self.suite(suite_rel)
-        skill = self.library().get(suite.skill)
-        source = self.suite_source(suite_rel)
-        return SuiteFacts(skill=suite.skill, suite_hash=suite.hash, skill_hash=skill.hash if skill else "",
-                          source={**source.to_dict(), "label": source.label()},
-                          tasks=tuple((t.id, t.prompt, t.check or "") for t in suite.tasks))
+        if suite_rel not in self._facts:
+            suite = self.suite(suite_rel)
+            skill = self.library().get(suite.skill)
+            source = self.suite_source(suite_rel)
+            self._facts[suite_rel] = SuiteFacts(
+                skill=suite.skill, suite_hash=suite.hash, skill_hash=skill.hash if skill else "",
+                source={**source.to_dict(), "label": source.label()},
+                tasks=tuple((t.id, t.prompt, t.check or "") for t in suite.tasks))
+        return self._facts[suite_rel]
 
     def _facts_or_none(self, suite_rel: str) -> SuiteFacts | None:
         try:
@@ -805,6 +810,8 @@ class SkillCourt:
         for raw in (getattr(node, "workeroutput", None) or {}).get("skill_court_targets", []):
             target = Target.from_dict(raw)
             self.targets.setdefault(target.nodeid, target)
+            if target.facts is not None:  # what the worker read: this controller reads no suite
+                self._facts.setdefault(target.suite_rel, target.facts)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -1024,7 +1031,7 @@ class SkillCourt:
         checks: dict[str, tuple[tuple[str, str], ...]] = {}
         for o in self.outcomes:
             try:
-                tasks = (o.target.facts or self.suite_facts(o.target.suite_rel)).tasks
+                tasks = self.suite_facts(o.target.suite_rel).tasks
             except Exception:  # the reports still show the runs without their prompts
                 prompts[o.target.suite_rel] = ()
                 continue
