@@ -115,6 +115,15 @@ MIGRATIONS: list[str] = [
         key TEXT PRIMARY KEY, created_at TEXT NOT NULL, data TEXT NOT NULL
     );
     """,
+    # v7: no index of trial_runs by run id.  A cached run keeps the id of the trial that
+    # ran it, so each session's marks landed all over that index: with the marks of a
+    # 24,000-run session written 500 at a time, every commit rewrote hundreds of its
+    # pages, 0.67 s of the session's 0.75 s of mark writes (bench/perf_bench.py, scale).
+    # Only ``prune`` asked it (which runs no trial uses); its NOT IN builds that list
+    # once, in about 0.1 s per 250,000 marks.
+    """
+    DROP INDEX IF EXISTS trial_runs_by_run;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
@@ -177,6 +186,13 @@ class GuardedConnection:
         """Run one statement; its rows are read by the caller (a cursor)."""
         try:
             return GuardedCursor(self._inner.execute(sql, params), self._path)
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each of ``rows`` (one call into sqlite, not one per row)."""
+        try:
+            self._inner.executemany(sql, rows)
         except sqlite3.DatabaseError as err:
             raise _translate(err, self._path) from err
 
@@ -438,8 +454,8 @@ class Store:
         """:meth:`_write`, whose transaction also writes the held marks (kept when it rolls back)."""
         with self._write() as db:
             marks = list(self._marks)
-            for mark in marks:
-                db.execute(_MARK_SQL, mark)
+            if marks:
+                db.executemany(_MARK_SQL, marks)
             yield db
         del self._marks[:len(marks)]
 

@@ -17,7 +17,7 @@ from tests.support.builders import run_record
 def test_fresh_store_is_wal_at_current_version(tmp_path: Path) -> None:
     store = Store(tmp_path / "deep" / "court.db")
     db = sqlite3.connect(tmp_path / "deep" / "court.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
 
@@ -36,7 +36,29 @@ def test_v1_store_migrates_forward_and_keeps_its_rows(tmp_path: Path) -> None:
     store.start_trial("new", rootdir="/r", argv=["--skill-court"], skills_dir="/r/lib")
     assert (store.trial_info("new") or {})["skills_dir"] == "/r/lib"
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+
+
+def test_v6_store_loses_the_index_of_marks_by_run_and_prune_still_finds_unused_runs(tmp_path: Path) -> None:
+    path = tmp_path / "court.db"
+    db = sqlite3.connect(path)
+    for script in MIGRATIONS[:6]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 6")
+    db.commit()
+    assert db.execute("SELECT 1 FROM sqlite_master WHERE name = 'trial_runs_by_run'").fetchone()
+    db.close()
+    store = Store(path)
+    for trial in ("t1", "t2"):
+        store.start_trial(trial, rootdir="/r", argv=[], skills_dir="/r/lib")
+    store.record_run(run_record(run_id="old-run", trial="t1"), trial="t1", cached=False)
+    store.record_run(run_record(run_id="kept-run", trial="t2", task="b"), trial="t2", cached=False)
+    assert not sqlite3.connect(path).execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'trial_runs_by_run'").fetchone()
+    pruned = store.prune(keep=1)
+    assert pruned.removed == ["t1"] and pruned.rows["runs"] == 1
+    assert set(store.runs_by_id(["old-run", "kept-run"])) == {"kept-run"}
+    store.close()
 
 
 def test_newer_schema_is_refused_with_the_fix(tmp_path: Path) -> None:
