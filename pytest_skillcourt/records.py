@@ -84,6 +84,8 @@ class RunRecord:
         known = _FIELDS.get(cls)
         if known is None:
             known = _FIELDS[cls] = frozenset(f.name for f in fields(cls))
+        if data.keys() <= known:  # as this version wrote it: nothing to leave out
+            return cls(**data)
         return cls(**{k: v for k, v in data.items() if k in known})
 
 

@@ -173,3 +173,12 @@ def test_prune_orders_trials_started_in_the_same_second_by_when_they_were_record
         conn.execute("UPDATE trials SET started_at = '2026-12-01T18:29:32Z'")
     plan = store.prune(keep=1, dry_run=True)
     assert plan.removed == ["20261201T182932-ffffffff", "20261201T182932-00000000"]
+
+
+def test_a_stored_run_decodes_whether_or_not_it_has_fields_this_version_does_not_know() -> None:
+    from pytest_skillcourt.records import RunRecord
+
+    record = run_record(run_id="r1")
+    assert RunRecord.from_json(record.to_json()) == record
+    older = record.to_json()[:-1] + ', "a_field_of_another_version": 1}'
+    assert RunRecord.from_json(older) == record
