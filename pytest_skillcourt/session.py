@@ -11,6 +11,7 @@ selected, through ``workeroutput``.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import signal
 import sys
@@ -163,6 +164,7 @@ class SkillCourt:
         self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
         #: why a run served from the store takes pytest's full protocol ("": it need not)
         self._quiet: str | None = None
+        self._frozen = False  # whether collection froze what it made (``gc.freeze``)
 
     # -- shared state --------------------------------------------------------
 
@@ -437,8 +439,18 @@ class SkillCourt:
         sessions are left alone: one run in process (pytester) would keep what its
         cycles hold until that process ends."""
         if len(session.items) >= FREEZE_AT:
-            import gc
+            gc.freeze()
+            self._frozen = True
 
+    @pytest.hookimpl(tryfirst=True, specname="pytest_unconfigure")
+    def pytest_unconfigure_freeze(self, config: pytest.Config) -> None:
+        """A session frozen after collection freezes what its runs made too, before
+        pytest's two full collections at exit (``unraisableexception``) walk it: records,
+        reports and verdicts live until the process ends all the same (at 2,000 skills, skill
+        layout: those collections took 0.30 s, now 0.00 s).  Named ``pytest_*`` because
+        pytest only reads hook options from such names; ``specname`` makes it a second
+        ``pytest_unconfigure`` of this plugin, the first of all to run."""
+        if self._frozen:
             gc.freeze()
 
     def pytest_report_collectionfinish(self, config: pytest.Config, start_path: Path,

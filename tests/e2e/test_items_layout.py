@@ -236,3 +236,37 @@ def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester,
         assert gc.get_freeze_count() > before
     finally:
         gc.unfreeze()
+
+
+def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collections(
+        pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session frozen after collection freezes again when pytest unconfigures, before
+    ``unraisableexception``'s full collections walk the runs' records and reports; a session
+    under ``FREEZE_AT`` freezes at neither point."""
+    import gc
+
+    from pytest_skillcourt import session
+
+    server.set_handler(_right)
+    _project(pytester, server, 2)
+    pytester.makeconftest("""
+        import gc, json, pathlib
+        import pytest
+        SEEN = {}
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            SEEN["after the runs"] = gc.get_freeze_count()
+        def pytest_unconfigure(config):  # no order: after the court's tryfirst one
+            SEEN["at exit"] = gc.get_freeze_count()
+            pathlib.Path("seen.json").write_text(json.dumps(SEEN))
+    """)
+    before = gc.get_freeze_count()
+    try:
+        run_court(pytester, junitxml=None).assert_outcomes(passed=5)
+        assert json.loads((pytester.path / "seen.json").read_text()) == {"after the runs": before, "at exit": before}
+        monkeypatch.setattr(session, "FREEZE_AT", 4)
+        run_court(pytester, "--skill-court-fresh", junitxml=None).assert_outcomes(passed=5)
+        seen = json.loads((pytester.path / "seen.json").read_text())
+        assert before < seen["after the runs"] < seen["at exit"]
+    finally:
+        gc.unfreeze()
