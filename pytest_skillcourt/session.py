@@ -11,7 +11,6 @@ selected, through ``workeroutput``.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import signal
 import sys
@@ -39,6 +38,7 @@ from .collect import (
 )
 from .concurrency import LockedStore, RunAhead
 from .frozen import FrozenError, SuiteReader, SuiteSource
+from .garbage import Collector
 from .llm import TokenBudget
 from .options import FailOn, Settings
 from .protocol import has_skipping_mark, quiet_possible, run_served
@@ -79,8 +79,6 @@ def catch_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-#: Selected court items from which a session freezes what collection made (``gc.freeze``).
-FREEZE_AT = 1000
 #: A served run item asks the store for the records of at most this many next run items too.
 LOOK_AHEAD = 64
 
@@ -164,7 +162,7 @@ class SkillCourt:
         self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
         #: why a run served from the store takes pytest's full protocol ("": it need not)
         self._quiet: str | None = None
-        self._frozen = False  # whether collection froze what it made (``gc.freeze``)
+        self._gc = Collector()  # the collector's settings, for this session's life
 
     # -- shared state --------------------------------------------------------
 
@@ -431,27 +429,22 @@ class SkillCourt:
                 "skill court: --skill-court-fail-on inconclusive, but these verdicts can never be "
                 "HELPS or HURTS, so they would fail whatever the runs do:\n  " + "\n  ".join(gates))
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """The collector's full collections wait longer from here on (``garbage.py``)."""
+        self._gc.begin()
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """A large session moves what collection made (items, suites, the library: alive
-        until the process ends) out of the garbage collector's reach (``gc.freeze``), so
-        neither its collections during the runs nor the two full ones pytest makes at
-        exit walk it again (at 2,000 skills: about 0.6 s of a 6 s cached session).  Small
-        sessions are left alone: one run in process (pytester) would keep what its
-        cycles hold until that process ends."""
-        if len(session.items) >= FREEZE_AT:
-            gc.freeze()
-            self._frozen = True
+        """A large session freezes what collection made (``garbage.py``)."""
+        self._gc.collected(len(session.items))
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_unconfigure")
     def pytest_unconfigure_freeze(self, config: pytest.Config) -> None:
-        """A session frozen after collection freezes what its runs made too, before
-        pytest's two full collections at exit (``unraisableexception``) walk it: records,
-        reports and verdicts live until the process ends all the same (at 2,000 skills, skill
-        layout: those collections took 0.30 s, now 0.00 s).  Named ``pytest_*`` because
-        pytest only reads hook options from such names; ``specname`` makes it a second
-        ``pytest_unconfigure`` of this plugin, the first of all to run."""
-        if self._frozen:
-            gc.freeze()
+        """First of all at unconfigure, before pytest's two full collections at exit
+        (``unraisableexception``): a frozen session freezes what its runs made
+        (``garbage.py``).  Named ``pytest_*`` because pytest only reads hook options from
+        such names; ``specname`` makes it this plugin's second ``pytest_unconfigure``."""
+        self._gc.ending()
 
     def pytest_report_collectionfinish(self, config: pytest.Config, start_path: Path,
                                        items: list[pytest.Item]) -> list[str]:
@@ -774,6 +767,7 @@ class SkillCourt:
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._gc.restore()
         try:
             self._drop_junit_plugin(config)
         finally:

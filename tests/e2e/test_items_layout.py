@@ -221,7 +221,7 @@ def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester,
     collections at exit then skip it); a smaller one leaves the collector alone."""
     import gc
 
-    from pytest_skillcourt import session
+    from pytest_skillcourt import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)
@@ -229,7 +229,7 @@ def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester,
     try:
         run_court(pytester, "--co", junitxml=None).assert_outcomes()
         assert gc.get_freeze_count() == before
-        monkeypatch.setattr(session, "FREEZE_AT", 4)
+        monkeypatch.setattr(garbage, "FREEZE_AT", 4)
         run_court(pytester, "--co", *SKILL, junitxml=None)  # 2 items: under 4
         assert gc.get_freeze_count() == before
         run_court(pytester, "--co", junitxml=None)  # 4 run items
@@ -242,10 +242,11 @@ def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collect
         pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session frozen after collection freezes again when pytest unconfigures, before
     ``unraisableexception``'s full collections walk the runs' records and reports; a session
-    under ``FREEZE_AT`` freezes at neither point."""
+    under ``FREEZE_AT`` freezes at neither point.  Either waits longer between full
+    collections while it lasts, and gives the thresholds back at its end."""
     import gc
 
-    from pytest_skillcourt import session
+    from pytest_skillcourt import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)
@@ -256,15 +257,18 @@ def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collect
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(session):
             SEEN["after the runs"] = gc.get_freeze_count()
+            SEEN["full after"] = gc.get_threshold()[2]
         def pytest_unconfigure(config):  # no order: after the court's tryfirst one
             SEEN["at exit"] = gc.get_freeze_count()
             pathlib.Path("seen.json").write_text(json.dumps(SEEN))
     """)
-    before = gc.get_freeze_count()
+    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
     try:
         run_court(pytester, junitxml=None).assert_outcomes(passed=5)
-        assert json.loads((pytester.path / "seen.json").read_text()) == {"after the runs": before, "at exit": before}
-        monkeypatch.setattr(session, "FREEZE_AT", 4)
+        assert json.loads((pytester.path / "seen.json").read_text()) == {
+            "after the runs": before, "at exit": before, "full after": max(thresholds[2], garbage.FULL_AFTER)}
+        assert gc.get_threshold() == thresholds  # given back when the session ended
+        monkeypatch.setattr(garbage, "FREEZE_AT", 4)
         run_court(pytester, "--skill-court-fresh", junitxml=None).assert_outcomes(passed=5)
         seen = json.loads((pytester.path / "seen.json").read_text())
         assert before < seen["after the runs"] < seen["at exit"]

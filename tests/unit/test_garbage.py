@@ -1,0 +1,60 @@
+"""The court session's collector settings (``garbage.Collector``)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_skillcourt import garbage
+from pytest_skillcourt.garbage import Collector
+
+
+@pytest.fixture
+def thresholds() -> Iterator[tuple[int, int, int]]:
+    """The thresholds as they were, and given back after the test whatever it did."""
+    before = gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    try:
+        yield before
+    finally:
+        gc.set_threshold(*before)
+        if gc.get_freeze_count() != frozen:
+            gc.unfreeze()
+
+
+def test_begin_makes_full_collections_wait_and_restore_gives_the_thresholds_back(thresholds) -> None:
+    gc.set_threshold(700, 10, 10)
+    c = Collector()
+    c.begin()
+    assert gc.get_threshold() == (700, 10, garbage.FULL_AFTER)
+    c.begin()  # a second begin keeps the first one's thresholds to give back
+    c.restore()
+    assert gc.get_threshold() == (700, 10, 10)
+    c.restore()  # nothing left to give back
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_begin_never_lowers_a_threshold_set_higher(thresholds) -> None:
+    gc.set_threshold(500, 20, garbage.FULL_AFTER * 3)
+    c = Collector()
+    c.begin()
+    assert gc.get_threshold() == (500, 20, garbage.FULL_AFTER * 3)
+    c.restore()
+    assert gc.get_threshold() == (500, 20, garbage.FULL_AFTER * 3)
+
+
+def test_only_a_large_session_freezes(thresholds, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(garbage, "FREEZE_AT", 10)
+    small, large = Collector(), Collector()
+    before = gc.get_freeze_count()
+    small.collected(9)
+    small.ending()
+    assert (small.frozen, gc.get_freeze_count()) == (False, before)
+    large.collected(10)
+    assert large.frozen and gc.get_freeze_count() > before
+    at_collection = gc.get_freeze_count()
+    made = [[index] for index in range(100)]  # made by the runs: frozen only by ending()
+    large.ending()
+    assert gc.get_freeze_count() >= at_collection + len(made)
