@@ -5,7 +5,7 @@ library of its collection, and each run's record, report and properties for the
 verdicts.  The collector's full (generation 2) collections walk all of that again and
 again and find nothing to free: at 2,000 skills they were about 1 s of a cached
 session (0.25 s while collecting, 0.42 s during the runs, 0.30 s in the two
-``gc.collect`` pytest makes at exit), at 2,000 skills with an item per run 2.1 s.
+``gc.collect`` pytest makes at exit), at 2,000 skills with an item per run 2.3 s.
 
 So, for the session's life only (each setting is given back at unconfigure):
 
