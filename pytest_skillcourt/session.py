@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import signal
 import sys
 import threading
@@ -158,7 +159,7 @@ class SkillCourt:
         #: the run loop is over: no run is added to the trial after it
         self._loop_done = False
         self._rel: dict[str, str] = {}
-        self._root: Path | None = None
+        self._root: str | None = None  # the rootdir resolved, with a trailing separator
         self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
         #: why a run served from the store takes pytest's full protocol ("": it need not)
         self._quiet: str | None = None
@@ -173,10 +174,14 @@ class SkillCourt:
         found = self._rel.get(key)
         if found is None:
             if self._root is None:
-                self._root = self.settings.rootdir.resolve()
-            full = Path(path).resolve()
-            found = full.relative_to(self._root).as_posix() if full.is_relative_to(self._root) else full.as_posix()
-            self._rel[key] = found
+                root = os.path.realpath(self.settings.rootdir)
+                self._root = root if root.endswith(os.sep) else root + os.sep
+            full = os.path.realpath(key)  # Path.resolve's own answer, without its Path objects
+            if full.startswith(self._root):
+                full = full[len(self._root):]
+            elif full + os.sep == self._root:
+                full = "."
+            found = self._rel[key] = full if os.sep == "/" else full.replace(os.sep, "/")
         return found
 
     def library(self) -> Library:
