@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -148,16 +149,29 @@ RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "connection"})
 MAX_RETRY_AFTER = 120.0
 
 
-def _never_connected(err: BaseException) -> bool:
-    """Whether the SDK's connection error is one where no connection was made (``httpx``'s
-    ``ConnectError``: refused, no such host), not one that was made and dropped."""
-    import httpx
+#: Transport packages whose ``ConnectError`` means no connection was made: the openai SDK
+#: sits on ``httpx`` (1.x, 2.x) or ``httpx2`` (3.x), each on its own ``httpcore``.
+_TRANSPORTS = frozenset({"httpx", "httpx2", "httpcore", "httpcore2"})
 
+
+def _is_connect_error(err: BaseException) -> bool:
+    """A transport's ``ConnectError`` (by class and package, whichever transport the SDK
+    was built on), or the socket's own refusal or failed name look-up."""
+    if isinstance(err, (ConnectionRefusedError, socket.gaierror)):
+        return True
+    return any(cls.__name__ == "ConnectError" and cls.__module__.split(".")[0] in _TRANSPORTS
+               for cls in type(err).__mro__)
+
+
+def _never_connected(err: BaseException) -> bool:
+    """Whether the SDK's connection error is one where no connection was made (refused, no
+    such host), not one that was made and dropped.  Walks the SDK's error, the transport's
+    and the socket's: a few links at most."""
     seen: BaseException | None = err
-    for _ in range(8):  # the SDK's error, httpx's, the transport's: a few links at most
+    for _ in range(8):
         if seen is None:
             break
-        if isinstance(seen, httpx.ConnectError):
+        if _is_connect_error(seen):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
