@@ -86,6 +86,10 @@ class Court(Protocol):
         """A line about a step of the session (quiet under ``-q``)."""
         ...
 
+    def not_started(self, suite_rel: str, model: str) -> str | None:
+        """Why some of a target's runs were never started (no price, budget), with the fix."""
+        ...
+
 
 @dataclass
 class Judged:
@@ -302,6 +306,10 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     verdict = decided(court.store(), evidence, early, fresh)
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
+    elif verdict.kind == VerdictKind.INCONCLUSIVE:
+        not_started = court.not_started(target.suite_rel, target.model)
+        if not_started:  # the reason, not "needs more tasks": more tasks would not run either
+            verdict = dataclasses.replace(verdict, hint=not_started)
     cause, cause_cost = None, 0.0
     if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and facts.skill_hash:
         court.say(f"finding the cause of {facts.skill}'s HURTS on {target.model}")

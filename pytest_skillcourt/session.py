@@ -45,6 +45,7 @@ from .options import FailOn, Settings
 from .protocol import has_skipping_mark, quiet_possible, run_served
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import JUNIT_PLUGIN, JunitRunData, add_judgments, check_family, logxml, pair_properties
+from .printable import plain
 from .report.progress import Progress, format_tokens
 from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
@@ -96,9 +97,18 @@ class RunGroup:
 #: The order a ``runs[MODEL]`` item counts its runs' outcomes in (``outcomes``: "8 success, 4 skipped").
 BATCH_OUTCOMES = ("success", "failure", "pending-judge", "none", "skipped", "error")
 
-#: The exit status of a session in which the model never answered any run: not a
-#: verdict on any skill, so neither a pass (0) nor a failed test (1).
-EXIT_NO_ANSWER = 6
+#: The exit status of a session that could not try what it was asked to: the model never
+#: answered any run, or runs were not started for want of a price.  Not a verdict on any
+#: skill, so neither a pass (0) nor a failed test (1).
+EXIT_INCOMPLETE = 6
+#: The same status, by the name of its first cause (``trial_cli`` maps it).
+EXIT_NO_ANSWER = EXIT_INCOMPLETE
+
+#: How a run skipped for want of a price begins its reason (``_check_budget``); the session
+#: ends with ``EXIT_INCOMPLETE`` when one was, and the verdict's hint says it.
+UNPRICED = "no price known for"
+#: How a run skipped at the budget begins its reason.
+BUDGET_REACHED = "budget reached"
 
 
 class SkillCourt:
@@ -153,11 +163,15 @@ class SkillCourt:
         self.judging_started: float | None = None
         #: set when every run of the session got no reply from the model
         self.never_answered = False
+        #: why the session ends with EXIT_INCOMPLETE though the model answered (no price)
+        self.incomplete: str | None = None
         self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
         #: suite files this process collected (none: the summary says how to add them)
         self.suite_files = 0
         #: the run loop is over: no run is added to the trial after it
         self._loop_done = False
+        #: suite folders collected though ini ``testpaths`` leaves them out (said in the header)
+        self.added_paths: list[str] = self._collect_suite_dirs_too()
         self._rel: dict[str, str] = {}
         self._root: str | None = None  # the rootdir resolved, with a trailing separator
         self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
@@ -329,6 +343,24 @@ class SkillCourt:
                 raise pytest.UsageError(f"skill court: {err}") from None
 
     @pytest.hookimpl(optionalhook=True)
+    def _collect_suite_dirs_too(self) -> list[str]:
+        """With no paths on the command line pytest collects ini ``testpaths`` only; a
+        project whose ``testpaths = ["tests"]`` would hide its ``skills_tests/`` from
+        ``pytest --skill-court``.  The rootdir's suite folders are collected too (each
+        worker does the same, so xdist's collections agree)."""
+        config = self.config
+        if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+            return []
+        here = config.invocation_params.dir
+        given = [Path(os.path.abspath(here / arg.partition("::")[0])) for arg in config.args]
+        added = []
+        for name in self.settings.suite_dirs:
+            folder = config.rootpath / name
+            if folder.is_dir() and not any(folder == g or g in folder.parents for g in given):
+                config.args.append(str(folder))
+                added.append(name)
+        return added
+
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller: every worker shares this session's trial and backend."""
         node.workerinput["skill_court_trial"] = self.trial
@@ -348,7 +380,9 @@ class SkillCourt:
             backend = self.resolve_backend()
         except Exception as err:  # shown, then sessionstart raises the usage error
             backend = f"unavailable ({err})"
-        return [
+        added = ([f"skill court: also collecting {', '.join(self.added_paths)}/ (not in ini testpaths)"]
+                 if self.added_paths else [])
+        return added + [
             f"skill court: models {', '.join(s.models)}; agent {s.agent.value}; sandbox "
             f"{backend}{' (' + s.image + ')' if backend == 'docker' else ''}",
             f"skill court: library {self.rel(s.skills_dir)}; store {self.rel(s.store)}; "
@@ -600,23 +634,38 @@ class SkillCourt:
         (``--skill-court-concurrency`` calls it from its threads)."""
         run = item.run
         store = self.store()
-        if self.settings.early_stop:
-            self._check_early_stop(item)
-        ctx, key, record = item.looked_up or self._look_up(item)
-        item.looked_up = None
-        cached = record is not None
-        if record is None:
-            self._check_budget(store)
-            store.flush_marks()  # nothing held while a run takes minutes (another worker may wait)
-            run_id = f"{self.trial}-{key[:16]}"
-            from .run import execute_run  # only where a run executes: a cached worker never needs it
+        try:
+            if self.settings.early_stop:
+                self._check_early_stop(item)
+            ctx, key, record = item.looked_up or self._look_up(item)
+            item.looked_up = None
+            cached = record is not None
+            if record is None:
+                self._check_budget(store)
+                store.flush_marks()  # nothing held while a run takes minutes (another worker may wait)
+                run_id = f"{self.trial}-{key[:16]}"
+                from .run import execute_run  # only where a run executes: a cached worker never needs it
 
-            record = execute_run(ctx, run_id=run_id, key=key)
-        if self._ahead is not None and self._ahead.cancelled.is_set():
-            # the session stopped while it ran: its sandbox was closed under it
-            raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: cancelled, the session stopped")
+                record = execute_run(ctx, run_id=run_id, key=key)
+            if self._ahead is not None and self._ahead.cancelled.is_set():
+                # the session stopped while it ran: its sandbox was closed under it
+                raise SkillCourtError(f"{run.skill} / {run.task_id} [{run.arm}]: cancelled, the session stopped")
+        except BaseException as err:  # skipped or failed with no record: nobody may wait for it
+            self._ended_without_record(item, err)
+            raise
         store.record_run(record, trial=self.trial, cached=cached)
         return record, cached
+
+    def _ended_without_record(self, item: OneRun, err: BaseException) -> None:
+        """Tell the store (every worker reads it) that ``item``'s run will never be recorded
+        in this session, so early stop does not wait for it (README "Early stop")."""
+        run = item.run
+        reason = str(getattr(err, "msg", "") or err) or type(err).__name__
+        try:
+            self.store().record_ended(trial=self.trial, suite=run.suite_rel, task_id=run.task_id,
+                                      arm=run.arm, rep=run.rep, model=run.model, reason=reason)
+        except Exception:  # noqa: BLE001 - the item's own error is the one to report
+            pass
 
     def _look_up(self, item: OneRun) -> tuple[RunContext, str, RunRecord | None]:
         """The run's context, its key and its record in the cache (None: it must run)."""
@@ -709,13 +758,13 @@ class SkillCourt:
         s = self.settings
         spent = store.spend(self.trial)
         if spent >= s.budget:
-            pytest.skip(f"budget reached: ${spent:.4f} of ${s.budget:.2f} spent in this session "
+            pytest.skip(f"{BUDGET_REACHED}: ${spent:.4f} of ${s.budget:.2f} spent in this session "
                         "(raise it with --skill-court-budget)")
         if not s.allow_unpriced:
             unpriced = store.unpriced_models(self.trial)
             if unpriced:
                 pytest.skip(
-                    f"no price known for {', '.join(unpriced)}: the provider reported none, so "
+                    f"{UNPRICED} {', '.join(unpriced)}: the provider reported none, so "
                     "spend cannot be held to the budget; add 'MODEL = IN OUT' (USD per million "
                     "tokens) to ini skill_court_prices or pass --skill-court-allow-unpriced")
 
@@ -737,23 +786,35 @@ class SkillCourt:
                         "tokens within the margin; verdict NEUTRAL from those four "
                         "(--skill-court-no-early-stop runs every task)")
 
+    def _worker_count(self) -> int:
+        """How many xdist workers this session has (1 without xdist)."""
+        workerinput = getattr(self.config, "workerinput", None) or {}
+        return int(workerinput.get("workercount", 1) or 1)
+
     def _early_stop_holds(self, item: OneRun, first: tuple[str, ...]) -> bool | None:
         """Whether early stop holds for ``item``'s skill and model, remembered once the runs
-        of its first four tasks are all recorded (they cannot change then); None when they
-        were not all recorded in time."""
+        of its first four tasks are all recorded (they cannot change then), or once one of
+        them ended without a record (it cannot hold then); None when they were not all
+        recorded in time.  Never waits in a session with no other worker."""
         run = item.run
         reps = item.suite.reps or 1
         needed = {(t, arm, rep) for t in first for arm in ARMS for rep in range(1, reps + 1)}
         deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
         store = self.store()
+        # Alone (no other xdist worker, no threads running ahead), the first tasks' items came
+        # before this one: what is not recorded now never will be.
+        alone = self._ahead is None and (not self.is_worker or self._worker_count() <= 1)
         while True:
             runs = [tr.record for tr in store.trial_runs(self.trial, suite=run.suite_rel, model=run.model)]
             have = {(r.task_id, r.arm, r.rep) for r in runs}
-            if needed <= have or time.monotonic() > deadline:
+            if needed <= have:
                 break
+            if alone or needed <= have | store.ended_runs(self.trial, suite=run.suite_rel, model=run.model):
+                self._early[(run.suite_rel, run.model)] = False  # a first-task run ended with no record
+                return False
+            if time.monotonic() > deadline:
+                return None
             time.sleep(POLL_S)
-        if not needed <= have:
-            return None
         pairs = pair_outcomes(group_pairs(r for r in runs if r.task_id in first))
         holds = len(pairs) == len(first) * reps and early_stop_holds(pairs)
         self._early[(run.suite_rel, run.model)] = holds
@@ -767,8 +828,9 @@ class SkillCourt:
             out = getattr(self.config, "workeroutput", None)
             if out is not None:
                 out["skill_court_targets"] = [t.to_dict() for t in self.targets.values()]
-        elif self.never_answered and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = EXIT_NO_ANSWER
+        elif (self.never_answered or self.incomplete) and session.exitstatus in (
+                pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = EXIT_INCOMPLETE
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -853,6 +915,7 @@ class SkillCourt:
                     produce_verdicts(self, session)
                     self._judgments_into_junit()
                 self._check_answered()
+                self._check_priced()
                 self.store().finish_trial(self.trial)
             except StoreError as err:  # found damaged mid-session: say so, no INTERNALERROR
                 raise pytest.UsageError(f"skill court: {err}") from None
@@ -880,6 +943,46 @@ class SkillCourt:
                 f"the model never answered: none of the {len(runs)} runs got a reply "
                 f"(first error: {runs[0].error or 'none given'}). Check --skill-court-model, "
                 f"--skill-court-base-url and the API key; exit status {EXIT_NO_ANSWER}")
+
+    def not_started(self, suite_rel: str, model: str) -> str | None:
+        """Why some of a target's runs were never started (no price, budget), with the fix,
+        for its verdict's hint; None when every selected run started or was early-stopped."""
+        reasons = self._skip_reasons.get((suite_rel, model), {})
+        for prefix in (UNPRICED, BUDGET_REACHED):
+            tasks = [task for task, why in reasons.items() if why.startswith(prefix)]
+            if tasks:
+                why = reasons[tasks[0]]
+                return f"{len(tasks)} task(s) not run: {why}"
+        return None
+
+    def _check_priced(self) -> None:
+        """Runs left unstarted for want of a price: the session says why and how to fix it
+        in its last lines and ends with ``EXIT_INCOMPLETE``, never a green INCONCLUSIVE."""
+        unpriced = sorted({task for reasons in self._skip_reasons.values()
+                           for task, why in reasons.items() if why.startswith(UNPRICED)})
+        if not unpriced:
+            return
+        models = ", ".join(self.store().unpriced_models(self.trial)) or "the model"
+        self.incomplete = (
+            f"runs of {len(unpriced)} task(s) were not started: {UNPRICED} {models}. Add "
+            "'MODEL = IN OUT' (USD per million tokens) to ini skill_court_prices, or pass "
+            "--skill-court-allow-unpriced")
+        self.errors.append(f"{self.incomplete}; exit status {EXIT_INCOMPLETE}")
+
+    def free_models(self) -> list[str]:
+        """The session's models whose calls were counted as free for want of a price (a
+        local or custom endpoint: ``pricing.counted_free``), to say so once."""
+        from .pricing import counted_free
+
+        labels = dict.fromkeys([*self.settings.models, self.settings.judge_model or ""])
+        out = []
+        for label in labels:
+            try:
+                if label and counted_free(self.settings, self.model(label)):
+                    out.append(label)
+            except Exception:  # noqa: BLE001 - a model that cannot be resolved said so already
+                continue
+        return out
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -1008,6 +1111,23 @@ class SkillCourt:
                 terminalreporter.write_line(self.totals_line())
             except StoreError:
                 pass
+            free = self.free_models()
+            if free:  # once: a local or custom endpoint with no price in skill_court_prices
+                self._write_wrapped(terminalreporter, f"skill court: {', '.join(free)} counted as free "
+                                    "(a local endpoint; ini skill_court_prices prices it)")
+        if self.never_answered or self.incomplete:
+            why = self.incomplete or "the model never answered"
+            self._write_wrapped(terminalreporter, f"skill court: exit status {EXIT_INCOMPLETE}: {why}",
+                                red=True, bold=True)
+
+    @staticmethod
+    def _write_wrapped(terminalreporter: Any, text: str, **markup: bool) -> None:
+        """``text`` in lines that fit the terminal (continuations indented)."""
+        import textwrap
+
+        width = max(40, int(getattr(terminalreporter._tw, "fullwidth", 80)) - 1)
+        for line in textwrap.wrap(plain(text), width, subsequent_indent="  ", break_on_hyphens=False):
+            terminalreporter.write_line(line, **markup)
 
     def nothing_to_try(self) -> list[str]:
         """What to do when a session found no skill to try."""

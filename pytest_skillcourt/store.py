@@ -124,6 +124,16 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS trial_runs_by_run;
     """,
+    # v8: runs a session's item ended without a record (it raised, or was skipped before it
+    # started: budget, no price).  Early stop waits for the first tasks' runs of a skill;
+    # one that will never be recorded must not hold it until its deadline (31 min a task).
+    """
+    CREATE TABLE ended (
+        trial TEXT NOT NULL, suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL,
+        rep INTEGER NOT NULL, model TEXT NOT NULL, reason TEXT NOT NULL,
+        PRIMARY KEY (trial, suite, task_id, arm, rep, model)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
@@ -501,6 +511,21 @@ class Store:
         decoded = self._decoded
         return [TrialRun(decoded.get(i) or self._run(d), bool(c)) for i, d, c in self._db.execute(sql, params)]
 
+    def record_ended(self, *, trial: str, suite: str, task_id: str, arm: str, rep: int, model: str,
+                     reason: str) -> None:
+        """Note that ``trial``'s run of this task, arm, rep and model ended without a record
+        (it raised, or was skipped before it started): nobody should wait for it."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO ended(trial, suite, task_id, arm, rep, model, reason) "
+                       "VALUES (?,?,?,?,?,?,?)", (trial, suite, task_id, arm, rep, model, valid_text(reason[:500])))
+
+    def ended_runs(self, trial: str, *, suite: str, model: str) -> set[tuple[str, str, int]]:
+        """(task id, arm, rep) of ``trial``'s runs of one suite and model that ended without
+        a record (:meth:`record_ended`)."""
+        rows = self._db.execute("SELECT task_id, arm, rep FROM ended WHERE trial = ? AND suite = ? AND model = ?",
+                                (trial, suite, model))
+        return {(task, arm, int(rep)) for task, arm, rep in rows}
+
     def trial_runs_by_target(self, trial: str) -> dict[tuple[str, str], list[TrialRun]]:
         """The runs ``trial`` used, by (suite, model): one query where :meth:`trial_runs`
         per target would be one per verdict."""
@@ -767,7 +792,7 @@ class Store:
             return result
         marks = ",".join("?" * len(removed))
         with self._write_with_marks() as db:
-            for table in ("trial_runs", "verdicts", "trials"):
+            for table in ("trial_runs", "ended", "verdicts", "trials"):
                 result.rows[table] = db.execute(f"DELETE FROM {table} WHERE trial IN ({marks})", removed).rowcount
             gone = "run_id NOT IN (SELECT run_id FROM trial_runs)"
             result.rows["judgments"] = db.execute(
