@@ -100,17 +100,47 @@ def _lines_front(raw: str) -> dict[str, Any]:
     return front
 
 
-def _parse(content: str) -> tuple[dict[str, Any], str, safe_yaml.YamlLimitError | None]:
+def _parse(content: str) -> tuple[dict[str, Any], str, Exception | None]:
+    """(frontmatter, body, why the YAML was not taken as it is: its error, else None)."""
     raw, body = _split(content)
     if raw is None:
         return {}, body, None
     try:
         _, parsed = safe_yaml.load(raw)
-    except safe_yaml.YamlLimitError as err:
+    except Exception as err:  # noqa: BLE001  Hermes falls back on any failure (a bad timestamp is a ValueError)
         return _lines_front(raw), body, err
-    except Exception:  # noqa: BLE001  Hermes falls back on any failure (a bad timestamp is a ValueError)
-        return _lines_front(raw), body, None
     return (parsed if isinstance(parsed, dict) else {}), body, None
+
+
+def frontmatter_notes(text: str, skill_md: Path, folder_name: str) -> list[str]:
+    """What is wrong with ``SKILL.md``'s frontmatter that Hermes lets pass silently (it
+    still loads the skill: no frontmatter or an unclosed one is none at all, bad YAML falls
+    back to ``key: value`` lines, no ``name`` names it after its folder).  Each note names
+    the file, the line and the fix; an empty list when there is nothing to say."""
+    content = text.removeprefix("\ufeff")
+    if not content.startswith("---"):
+        return [f"{skill_md}:1: no frontmatter: Hermes names the skill after its folder "
+                f"({folder_name!r}) and shows no description; start the file with '---', "
+                "'name: ...', 'description: ...', '---'"]
+    raw, _ = _split(content)
+    if raw is None:
+        return [f"{skill_md}:1: the frontmatter opened on line 1 is never closed: Hermes reads "
+                "none of it; end it with a line holding only '---'"]
+    notes: list[str] = []
+    front, _, err = _parse(content)
+    if err is not None and not isinstance(err, safe_yaml.YamlLimitError):
+        # where the bad construct began (an unclosed [ or {), else where parsing failed; the
+        # YAML starts right after the opening "---", on that same line 1 of the file
+        mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 2
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        notes.append(f"{skill_md}:{line}: the frontmatter is not valid YAML ({problem}): Hermes "
+                     "falls back to reading 'key: value' lines; fix the YAML (quote values "
+                     "holding ': ' or '#')")
+    if not str(front.get("name") or "").strip():
+        notes.append(f"{skill_md}:2: the frontmatter has no 'name:': Hermes names the skill after "
+                     f"its folder ({folder_name!r}); add 'name: {folder_name}'")
+    return notes
 
 
 def parse_frontmatter(content: str) -> tuple[dict[str, Any], str]:
@@ -272,6 +302,8 @@ class Skill:
     frontmatter: Mapping[str, Any] = field(default_factory=dict, compare=False)
     #: The ``description:`` of its category's DESCRIPTION.md ("" when none), for the index.
     category_description: str = field(default="", compare=False)
+    #: What Hermes lets pass in its frontmatter but a user should fix (``frontmatter_notes``).
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def skill_md(self) -> Path:
@@ -558,7 +590,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
                             "(Hermes skips such a skill too)")
     front, _, limit = _parse(text)
     name = str(front.get("name") or folder.name).strip()
-    if limit is not None:
+    if isinstance(limit, safe_yaml.YamlLimitError):
         mark = limit.problem_mark
         line = f":{mark.line + 2}" if mark is not None else ""  # +1 for the opening ---
         return SkillProblem(name, folder, f"{skill_md}{line}: frontmatter: {limit.problem}")
@@ -566,7 +598,8 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
     return Skill(name=name, folder=folder, category=category,
                  description=str(front.get("description") or "").strip(),
                  hash=_digest(data), root=root, frontmatter=front,
-                 category_description=descriptions.get(category, ""))
+                 category_description=descriptions.get(category, ""),
+                 notes=tuple(frontmatter_notes(text, skill_md, folder.name)))
 
 
 def load_library(root: Path) -> Library:
@@ -607,5 +640,8 @@ def load_library(root: Path) -> Library:
     for problem in problems:
         warnings.warn(f"skill {problem.name!r} is left out of the library: {problem.message}",
                       LibraryWarning, stacklevel=2)
+    for skill in skills:
+        for note in skill.notes:  # tried as Hermes would load it, but never without a word
+            warnings.warn(f"skill {skill.name!r}: {note}", LibraryWarning, stacklevel=2)
     return Library(root=root, skills=tuple(skills), problems=tuple(problems),
                    category_descriptions=descriptions)
