@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -409,12 +409,28 @@ class DigestIndex:
 
 
 @dataclass(frozen=True)
+class Shadowed:
+    """A skill folder whose name an earlier one in Hermes' scan order already has: Hermes
+    never loads it, so neither does the court (``Library.shadowed``)."""
+
+    name: str
+    kept: Path  # the folder of the skill that has the name
+    shadowed: Path  # the folder that is not used
+
+    @property
+    def same_folder(self) -> bool:
+        return os.path.realpath(self.kept) == os.path.realpath(self.shadowed)
+
+
+@dataclass(frozen=True)
 class Library:
     """A folder of skills, in a stable order (by name)."""
 
     root: Path
     skills: tuple[Skill, ...]
     problems: tuple[SkillProblem, ...] = ()
+    #: folders whose name an earlier skill has (Hermes: the first found wins)
+    shadowed: tuple[Shadowed, ...] = ()
     #: Category -> its DESCRIPTION.md's description (Hermes' index shows it beside the category).
     category_descriptions: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -609,7 +625,7 @@ def load_library(root: Path) -> Library:
     ``LibraryWarning``), not an error of the whole library.
 
     Raises:
-        LibraryError: the folder is missing, or two skills share a name.
+        LibraryError: the folder is missing or cannot be listed.
     """
     root = Path(root)
     if not root.is_dir():
@@ -618,30 +634,46 @@ def load_library(root: Path) -> Library:
             "ini skill_court_skills to the folder holding <name>/SKILL.md"
         )
     found: dict[str, Skill | SkillProblem] = {}
+    shadowed: list[Shadowed] = []
     description_files: list[Path] = []
-    folders = list(_discover(root, description_files))
+    # Hermes' scan order (``iter_skill_index_files``: every SKILL.md path as reached, sorted as
+    # strings), in which the first skill of a name wins and later ones are shadowed
+    folders = sorted(_discover(root, description_files), key=lambda found: os.path.join(found[0], "SKILL.md"))
     descriptions = _category_descriptions(root, description_files)
     for folder, outside in folders:
         entry = (SkillProblem(_name_of(folder), folder, outside) if outside
                  else _read_skill(root, folder, descriptions))
-        if entry.name in found:
-            first = found[entry.name]
-            first_folder = first.folder if isinstance(first, Skill) else first.path
-            new_folder = entry.folder if isinstance(entry, Skill) else entry.path
-            same = os.path.realpath(first_folder) == os.path.realpath(new_folder)
-            raise LibraryError(
-                f"two skills are named {entry.name!r}: {first_folder} and {new_folder}; "
-                + ("they are the same folder, reached through a symbolic link: remove the link"
-                   if same else "rename one (frontmatter name:)")
-            )
+        first = found.get(entry.name)
+        if first is not None and not (isinstance(first, SkillProblem) and isinstance(entry, Skill)):
+            shadowed.append(Shadowed(entry.name, _entry_folder(first), _entry_folder(entry)))
+            continue
+        if first is not None:  # Hermes skips a copy it cannot read: the next readable one wins
+            shadowed.append(Shadowed(entry.name, _entry_folder(entry), _entry_folder(first)))
         found[entry.name] = entry
     skills = sorted((e for e in found.values() if isinstance(e, Skill)), key=lambda s: s.name)
     problems = sorted((e for e in found.values() if isinstance(e, SkillProblem)), key=lambda p: p.name)
     for problem in problems:
         warnings.warn(f"skill {problem.name!r} is left out of the library: {problem.message}",
                       LibraryWarning, stacklevel=2)
+    if shadowed:  # one warning with every pair, not an error of the whole library
+        warnings.warn(shadowed_message(shadowed), LibraryWarning, stacklevel=2)
     for skill in skills:
         for note in skill.notes:  # tried as Hermes would load it, but never without a word
             warnings.warn(f"skill {skill.name!r}: {note}", LibraryWarning, stacklevel=2)
     return Library(root=root, skills=tuple(skills), problems=tuple(problems),
-                   category_descriptions=descriptions)
+                   category_descriptions=descriptions, shadowed=tuple(shadowed))
+
+
+def _entry_folder(entry: Skill | SkillProblem) -> Path:
+    return entry.folder if isinstance(entry, Skill) else entry.path
+
+
+def shadowed_message(shadowed: Sequence[Shadowed]) -> str:
+    """The one warning of a library whose skill names are used more than once."""
+    pairs = "; ".join(
+        f"{s.name!r}: {s.kept} is used, {s.shadowed} is not"
+        + (" (the same folder, through a symbolic link)" if s.same_folder else "")
+        for s in shadowed)
+    return (f"{len(shadowed)} skill folder(s) repeat a name another skill already has; as Hermes "
+            f"does, the first found (paths in sorted order) is the skill and the other is "
+            f"shadowed: {pairs}. Rename one (frontmatter name:) or remove the copy")

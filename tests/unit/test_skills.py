@@ -70,11 +70,12 @@ def test_library_names_categories_and_descriptions(tmp_path: Path) -> None:
     assert [s.name for s in lib.visible(["top"])] == ["canary", "deploy-prod", "dotted", "nameless", "tool"]
 
 
-def test_duplicate_names_and_missing_folder_are_errors(tmp_path: Path) -> None:
+def test_duplicate_names_follow_hermes_and_a_missing_folder_is_an_error(tmp_path: Path) -> None:
     make(tmp_path, "a", "name: same")
     make(tmp_path, "b", "name: same")
-    with pytest.raises(LibraryError, match="two skills are named 'same'"):
-        load_library(tmp_path)
+    with pytest.warns(LibraryWarning, match=r"1 skill folder\(s\) repeat a name .* 'same': .*/a is used, .*/b is not"):
+        lib = load_library(tmp_path)
+    assert lib.get("same").folder == tmp_path / "a" and [s.shadowed for s in lib.shadowed] == [tmp_path / "b"]
     with pytest.raises(LibraryError, match="is not a folder: set --skill-court-skills"):
         load_library(tmp_path / "missing")
 
@@ -141,9 +142,10 @@ def test_a_symlinked_skill_folder_inside_the_library_is_a_skill(tmp_path: Path) 
 def test_the_same_folder_linked_twice_says_so(tmp_path: Path) -> None:
     make(tmp_path, "a", "name: a")
     (tmp_path / "b").symlink_to("a", target_is_directory=True)
-    with pytest.raises(LibraryError, match="two skills are named 'a': .* reached through a symbolic "
-                                           "link: remove the link"):
-        load_library(tmp_path)
+    with pytest.warns(LibraryWarning, match=r"'a': .*/a is used, .*/b is not \(the same folder, through a "
+                                            r"symbolic link\)"):
+        lib = load_library(tmp_path)
+    assert lib.names() == ["a"]
 
 
 def test_links_inside_a_skill_are_followed_when_they_stay_in_the_library(tmp_path: Path) -> None:
