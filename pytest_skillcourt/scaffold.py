@@ -77,6 +77,8 @@ tasks:
 INI_LINES = (
     "skill_court_skills = skills",
     "skill_court_models = openai/gpt-4.1-mini",
+    # OpenAI reports no price: without one, every run after the first would be skipped
+    "skill_court_prices = gpt-4.1-mini = 0.40 1.60",
 )
 
 PYTEST_INI = """\

@@ -75,3 +75,26 @@ def test_init_refuses_a_file_where_a_folder_must_go(tmp_path: Path, capsys: pyte
     assert "skills: is a file, but init needs a folder there" in capsys.readouterr().err
     assert cli.main(["init", str(tmp_path / "skills")]) == cli.EXIT_USAGE
     assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_init_s_own_model_is_priced_so_every_run_starts(pytester: pytest.Pytester, server: LLMServer,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model init names reports no price (OpenAI does not): init's ini prices it, so the
+    printed next command runs every task instead of one run and an INCONCLUSIVE."""
+    require_bwrap()
+    assert cli.main(["init", str(pytester.path)]) == 0
+    capsys.readouterr()
+
+    def model(request: RecordedRequest) -> Reply:
+        texts = "\n".join(request.texts())
+        n = next(v for k, v in ANSWERS.items() if k in texts.lower())
+        return Reply(content=f"TOTAL: {n}" if SKILL in texts else f"{n}", input_tokens=1000, output_tokens=100)
+
+    server.set_handler(model)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    # the test server stands in for OpenAI: the ini's model and price, only the URL given
+    result = run_court(pytester, "--skill-court-base-url", server.base_url, "--skill-court-sandbox", "local")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([f"*{SKILL}*gpt-4.1-mini*HELPS*", "*6 runs (0 cached)*$0.0034 spent*"])
+    assert "counted as free" not in result.stdout.str()  # priced by the ini, not by the loopback rule
