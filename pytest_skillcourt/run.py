@@ -251,8 +251,8 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
                          f"{(setup.stderr or setup.stdout).strip()[-500:]}")
             return
     files = {f"/workspace/{rel}": data for rel, data in ctx.task.workspace_files().items()}
-    if files:
-        sandbox.write_files(files)
+    if files:  # a fixture's scripts keep their run bits
+        sandbox.write_files(files, executable={f"/workspace/{rel}" for rel in ctx.task.workspace_executables()})
     since = time.time()
     if not ctx.task.check:  # the judge will see changed files: keep the task's own inputs out
         since = mark_run_start()

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import safe_yaml
-from .trees import TreeError, is_junk, tree_files
+from .trees import TreeError, is_executable, is_junk, tree_files
 
 #: Folders that never hold skills, at any depth (Hermes 0.19.0's ``EXCLUDED_SKILL_DIRS``).
 EXCLUDED_DIRS = frozenset({
@@ -266,12 +266,19 @@ def _folder_files(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
         raise LibraryError(str(err)) from err
 
 
-def _digest(files: Iterable[tuple[str, bytes]]) -> str:
+def _digest(files: Iterable[tuple[str, bytes]], executable: Iterable[str] = ()) -> str:
+    """sha256 over (path, bytes) of each file, then the files with a run bit, if any: a
+    folder without one hashes as it always has (its verdicts and quarantine entries keep
+    their hash); ``chmod +x`` on a script changes what a run can do, so it changes the hash."""
     digest = hashlib.sha256()
     for rel, data in files:
         name = rel.encode()
         digest.update(len(name).to_bytes(8, "big") + name)
         digest.update(len(data).to_bytes(8, "big") + data)
+    runnable = sorted(executable)
+    if runnable:
+        listed = "\0".join(runnable).encode()
+        digest.update(b"\0executable\0" + len(listed).to_bytes(8, "big") + listed)
     return "sha256:" + digest.hexdigest()
 
 
@@ -285,7 +292,9 @@ def hash_folder(folder: Path, root: Path | None = None) -> str:
         LibraryError: a link out of ``root``, a dangling link, a special file, ...
     """
     folder = Path(folder)
-    return _digest((rel, path.read_bytes()) for rel, path in _folder_files(folder, root))
+    files = _folder_files(folder, root)
+    return _digest(((rel, path.read_bytes()) for rel, path in files),
+                   [rel for rel, path in files if is_executable(path)])
 
 
 @dataclass(frozen=True)
@@ -337,6 +346,18 @@ class Skill:
             LibraryError: the folder changed since loading into something refused.
         """
         return {rel: path.read_bytes() for rel, path in self.listing().items()}
+
+    def executables(self) -> frozenset[str]:
+        """The files of ``files()`` whose run bit is set (relative paths): a sandbox gives
+        them mode 0755, so a skill's ``scripts/tool.sh`` runs there as in the library."""
+        return frozenset(rel for rel, path in self.listing().items() if is_executable(path))
+
+    def placed(self, base: str) -> tuple[dict[str, bytes], frozenset[str]]:
+        """The skill's files at ``base/<rel>`` in a sandbox, and which of those paths are
+        executable (``Sandbox.write_files(files, executable=...)``)."""
+        listing = self.listing()
+        files = {f"{base}/{rel}": path.read_bytes() for rel, path in listing.items()}
+        return files, frozenset(f"{base}/{rel}" for rel, path in listing.items() if is_executable(path))
 
 
 @dataclass(frozen=True)
@@ -591,6 +612,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
         if "SKILL.md" not in {rel for rel, _ in files}:  # SKILL.md is litter-free, so a link to a folder
             raise LibraryError(f"{skill_md}: is not a file; make SKILL.md the skill's text file")
         data = [(rel, path.read_bytes()) for rel, path in files]
+        runnable = [rel for rel, path in files if is_executable(path)]
     except LibraryError as err:
         return SkillProblem(_name_of(folder), folder, str(err))
     except OSError as err:
@@ -613,7 +635,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
     category = _category(root, folder)
     return Skill(name=name, folder=folder, category=category,
                  description=str(front.get("description") or "").strip(),
-                 hash=_digest(data), root=root, frontmatter=front,
+                 hash=_digest(data, runnable), root=root, frontmatter=front,
                  category_description=descriptions.get(category, ""),
                  notes=tuple(frontmatter_notes(text, skill_md, folder.name)))
 

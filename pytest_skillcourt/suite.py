@@ -31,7 +31,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from . import safe_yaml
-from .trees import TreeError, tree_files
+from .trees import TreeError, is_executable, tree_files
 
 SUITE_KEYS = ("skill", "image", "timeout", "reps", "setup", "tasks")
 TASK_KEYS = ("id", "prompt", "files", "fixtures", "check")
@@ -78,6 +78,15 @@ class Task:
             out[rel] = text.encode("utf-8")
         return out
 
+    def workspace_executables(self) -> frozenset[str]:
+        """The fixture files of :meth:`workspace_files` with their run bit set (relative
+        paths; a ``files:`` entry is text and replaces a fixture of its path)."""
+        if self.fixtures is None:
+            return frozenset()
+        inline = {rel for rel, _ in self.files}
+        return frozenset(rel for rel, full in tree_files(self.fixtures, where="the fixture folder")
+                         if rel not in inline and is_executable(full))
+
     def content_hash(self, setup: str | None) -> str:
         """Everything of the task that can change a run: part of the cache key.  A task
         without a fixture folder is all in this object: hashed once per setup (each of its
@@ -91,6 +100,8 @@ class Task:
         digest.update(json.dumps([self.prompt, self.check, setup], sort_keys=True).encode())
         for rel, data in sorted(self.workspace_files().items()):
             digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        for rel in sorted(self.workspace_executables()):  # a fixture script's run bit changes the run
+            digest.update(b"\0x\0" + rel.encode())
         return digest.hexdigest()
 
 

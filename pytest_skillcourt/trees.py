@@ -57,6 +57,14 @@ def _inside(path: str, boundary: str) -> bool:
     return path == boundary or path.startswith(boundary.rstrip(os.sep) + os.sep)
 
 
+def is_executable(path: Path) -> bool:
+    """Whether the file at ``path`` (links followed) has its owner's run bit."""
+    try:
+        return bool(os.stat(path).st_mode & stat.S_IXUSR)
+    except OSError:
+        return False
+
+
 def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the folder") -> list[tuple[str, Path]]:
     """Every file of ``folder`` as (path relative to it, POSIX; the path to read), sorted.
 

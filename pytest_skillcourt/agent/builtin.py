@@ -132,7 +132,7 @@ class BuiltinRunner:
         visible = ctx.library.visible(ctx.hidden)
         files = skill_files_for_sandbox(ctx.library, visible)
         if files:
-            sandbox.write_files(files)
+            sandbox.write_files(files, executable=files.executable)
         toolbox = Toolbox(sandbox=sandbox, library=ctx.library, visible=visible,
                           hidden=ctx.hidden, skill_under_test=ctx.suite.skill,
                           deadline=time.monotonic() + ctx.timeout)

@@ -52,6 +52,7 @@ from typing import Any
 from .. import __version__
 from ..gateway import RunGrant
 from ..sandbox.base import Sandbox, SandboxError
+from ..sandbox.files import SandboxFiles
 from ..skills import Library
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
@@ -97,13 +98,13 @@ def find_claude() -> tuple[Path | None, str]:
     return BINARY.find()
 
 
-def claude_files(library: Library, hidden: frozenset[str]) -> dict[str, bytes]:
-    """The sandbox files of a run: every skill under ``~/.claude/skills/<name>/``, and
-    ``~/.claude/settings.json`` switching the ``hidden`` ones off (``skillOverrides``)."""
-    files: dict[str, bytes] = {}
+def claude_files(library: Library, hidden: frozenset[str]) -> SandboxFiles:
+    """The sandbox files of a run: every skill under ``~/.claude/skills/<name>/`` (run
+    bits kept), and ``~/.claude/settings.json`` switching the ``hidden`` ones off
+    (``skillOverrides``)."""
+    files = SandboxFiles()
     for skill in library.skills:
-        for rel, data in skill.files().items():
-            files[f"{SKILLS_DIR}/{skill.name}/{rel}"] = data
+        files.add_skill(f"{SKILLS_DIR}/{skill.name}", skill)
     settings: dict[str, Any] = {"skillOverrides": {name: "off" for name in sorted(hidden)}}
     files[SETTINGS_FILE] = (json.dumps(settings, indent=2) + "\n").encode()
     return files

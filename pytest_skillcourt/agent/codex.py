@@ -62,6 +62,7 @@ from pathlib import Path
 from .. import __version__
 from ..gateway import RunGrant
 from ..sandbox.base import AGENT_ROOT, Sandbox, SandboxError
+from ..sandbox.files import SandboxFiles
 from ..skills import Library, Skill
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
@@ -180,7 +181,7 @@ def skill_folder(library: Library, skill: Skill) -> str:
     return rel if rel and rel != "." else skill.name
 
 
-def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> dict[str, bytes]:
+def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> SandboxFiles:
     """The sandbox files of a run: every skill at its library path under
     ``~/.codex/skills/``, and ``~/.codex/config.toml`` switching the ``hidden`` ones off.
 
@@ -188,13 +189,12 @@ def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: 
     Codex's bundled skills there) are not written: Codex writes its own bundled
     skills there at start, and a second copy would be listed twice.
     """
-    files: dict[str, bytes] = {}
+    files = SandboxFiles()
     for skill in library.skills:
         folder = skill_folder(library, skill)
         if folder.split("/", 1)[0] == SYSTEM_DIR:
             continue
-        for rel, data in skill.files().items():
-            files[f"{SKILLS_DIR}/{folder}/{rel}"] = data
+        files.add_skill(f"{SKILLS_DIR}/{folder}", skill)
     hidden_paths = [f"{SKILLS_DIR}/{skill_folder(library, skill)}/SKILL.md"
                     for skill in library.skills if skill.name in hidden]
     files[CONFIG_FILE] = codex_config(model, base_url, sorted(hidden_paths)).encode()

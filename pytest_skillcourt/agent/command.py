@@ -29,6 +29,7 @@ from typing import Any
 from .. import __version__
 from ..gateway import RunGrant
 from ..sandbox.base import PathRefused, Sandbox, SandboxError
+from ..sandbox.files import SandboxFiles
 from .context import RunContext
 from .preset import Preset
 from .runner import AgentResult, SandboxNeeds
@@ -118,15 +119,16 @@ class CommandRunner:
                     "token": grant.token, "model": ctx.model.name, "binary": binary,
                     "skills_dir": preset.skills_dir}
 
-        library: dict[str, bytes] = {}
+        library = SandboxFiles()
         for skill in ctx.library.visible(ctx.hidden):  # a hidden skill is not installed
-            for rel, data in skill.files().items():
-                library[f"{preset.skills_dir}/{skill.name}/{rel}"] = data
+            library.add_skill(f"{preset.skills_dir}/{skill.name}", skill)
 
-        def files(grant: RunGrant) -> dict[str, bytes]:
+        def files(grant: RunGrant) -> SandboxFiles:
             filled = values(grant)
-            return {**library, **{target: preset.render(template, filled).encode()
-                                  for target, template in preset.files.items()}}
+            out = SandboxFiles(library)
+            out.update_from({target: preset.render(template, filled).encode()
+                             for target, template in preset.files.items()})
+            return out
 
         def command(grant: RunGrant) -> list[str]:
             filled = values(grant)

@@ -107,6 +107,7 @@ from typing import Any
 from .. import __version__
 from ..gateway import RunGrant, RunLimits, RunRecording
 from ..sandbox.base import ExecResult, Sandbox, SandboxError, SandboxUnavailable
+from ..sandbox.files import SandboxFiles
 from .builtin import WRAP_UP, wrap_up_margin
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
@@ -398,10 +399,13 @@ def make_hermes_home(ctx: RunContext, profile: str, grant: RunGrant, *,
         skills_root.mkdir()
         for skill in ctx.library.skills:
             base = skills_root / skill.folder.relative_to(ctx.library.root)
+            runnable = skill.executables()
             for rel, data in skill.files().items():
                 target = base / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
+                if rel in runnable:  # as in the library: Hermes may run a skill's scripts
+                    target.chmod(0o755)
         config = build_config(profile_cfg, ctx, container_cwd=hh.container_cwd,
                               base_url=grant.openai_base_url, api_key=grant.token,
                               approvals_dir=str(hh.approvals_dir))
@@ -428,18 +432,17 @@ def hermes_env(hh: HermesHome, environ: Mapping[str, str] | None = None) -> dict
     return env
 
 
-def sandbox_skill_files(ctx: RunContext, hh: HermesHome) -> dict[str, bytes]:
-    """Visible skills' files where Hermes' Docker backend would mount them,
-    and at the clone's own path (what ``skill_dir``/``${HERMES_SKILL_DIR}``
+def sandbox_skill_files(ctx: RunContext, hh: HermesHome) -> SandboxFiles:
+    """Visible skills' files (with their run bits) where Hermes' Docker backend would
+    mount them, and at the clone's own path (what ``skill_dir``/``${HERMES_SKILL_DIR}``
     name).  Hidden skills are not copied: the without arm must not find the
     skill under test on disk either."""
-    out: dict[str, bytes] = {}
+    out = SandboxFiles()
     clone_skills = str(hh.hermes_home / "skills")
     for skill in ctx.library.visible(ctx.hidden):
         rel = skill.folder.relative_to(ctx.library.root).as_posix()
-        for name, data in skill.files().items():
-            out[f"{CONTAINER_SKILLS}/{rel}/{name}"] = data
-            out[f"{clone_skills}/{rel}/{name}"] = data
+        out.add_skill(f"{CONTAINER_SKILLS}/{rel}", skill)
+        out.add_skill(f"{clone_skills}/{rel}", skill)
     return out
 
 
@@ -590,7 +593,7 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         hh = make_hermes_home(ctx, profile, grant)
         files = sandbox_skill_files(ctx, hh)
         if files:
-            sandbox.write_files(files)
+            sandbox.write_files(files, executable=files.executable)
         if hh.container_cwd != WORKSPACE:
             link = sandbox.exec('mkdir -p "$(dirname "$L")" && ln -sfn /workspace "$L"',
                                 env={"L": hh.container_cwd}, timeout=30)

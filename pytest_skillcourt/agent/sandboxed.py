@@ -65,6 +65,7 @@ from ..sandbox.base import (
     Sandbox,
     SandboxError,
 )
+from ..sandbox.files import executable_of
 from ..transcript import message_calls, skill_loaded
 from .context import RunContext
 from .runner import AgentResult
@@ -397,7 +398,8 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
     stdin_path = f"{RUN_DIR}/stdin"
     started = time.monotonic()
     try:
-        sandbox.write_files({**(files(grant) if callable(files) else files), stdin_path: stdin})
+        written = files(grant) if callable(files) else files
+        sandbox.write_files({**written, stdin_path: stdin}, executable=executable_of(written))
         argv = command(grant) if callable(command) else command
         result = sandbox.exec(_script(forwarder_argv(), argv, ctx.timeout, stdin_path),
                               timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..sandbox.base import PathRefused, Sandbox, SandboxError
+from ..sandbox.files import SandboxFiles
 from ..skills import (
     EXCLUDED_DIRS,
     SUPPORT_DIRS,
@@ -132,20 +133,17 @@ def skill_path_in_sandbox(library: Library, skill: Skill) -> str:
     return posixpath.join(SKILLS_ROOT, skill.folder.relative_to(library.root).as_posix())
 
 
-def skill_files_for_sandbox(library: Library, visible: tuple[Skill, ...]) -> dict[str, bytes]:
-    """The visible skills' files, at their place under ``SKILLS_ROOT``.
+def skill_files_for_sandbox(library: Library, visible: tuple[Skill, ...]) -> SandboxFiles:
+    """The visible skills' files, at their place under ``SKILLS_ROOT``, with their run bits.
 
     A skill nested in a visible skill's folder but not visible itself is left
     out of that folder's files too: only visible skills reach the sandbox."""
     shown = {s.folder for s in visible}
     hidden = [skill_path_in_sandbox(library, s) + "/" for s in library.skills if s.folder not in shown]
-    out: dict[str, bytes] = {}
+    out = SandboxFiles()
     for skill in visible:
-        base = skill_path_in_sandbox(library, skill)
-        for rel, path in skill.listing().items():
-            where = posixpath.join(base, rel)
-            if not any(where.startswith(folder) for folder in hidden):
-                out[where] = path.read_bytes()
+        out.add_skill(skill_path_in_sandbox(library, skill), skill,
+                      keep=lambda where: not any(where.startswith(folder) for folder in hidden))
     return out
 
 
