@@ -29,7 +29,7 @@ from .cause import ask_cause
 from .judge import Judgment, RunView, judge_pairs
 from .llm import TokenBudget
 from .options import FailOn, Settings
-from .records import RunRecord
+from .records import NOT_OFFERED, RunRecord
 from .run import price
 from .skills import Library, Skill
 from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, Verdict, VerdictKind, decide
@@ -307,9 +307,11 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     elif verdict.kind == VerdictKind.INCONCLUSIVE:
-        not_started = court.not_started(target.suite_rel, target.model)
-        if not_started:  # the reason, not "needs more tasks": more tasks would not run either
-            verdict = dataclasses.replace(verdict, hint=not_started)
+        unoffered = [r for r in runs if r.status == NOT_OFFERED]
+        why = (f"{len(unoffered)} run(s) have no outcome: {unoffered[0].error}" if unoffered
+               else court.not_started(target.suite_rel, target.model))
+        if why:  # the reason, not "needs more tasks": more tasks would not help
+            verdict = dataclasses.replace(verdict, hint=why)
     cause, cause_cost = None, 0.0
     if verdict.kind == VerdictKind.HURTS and verdict.basis == "success" and facts.skill_hash:
         court.say(f"finding the cause of {facts.skill}'s HURTS on {target.model}")

@@ -13,6 +13,7 @@ TIMEOUT = "timeout"  # interrupted at the timeout: no outcome
 NO_ANSWER = "no_answer"  # the model never answered: left out, not held against the skill
 NO_OUTCOME = "no_outcome"  # ran, but could not be scored (capture failed, check could not run)
 HARNESS_ERROR = "error"  # the sandbox or harness broke: the item fails
+NOT_OFFERED = "not_offered"  # the arms did not differ in the skill: no outcome (offer.py)
 
 #: The two arms of a pair: the library as is, and the skill under test hidden.
 ARM_WITH = "with"
@@ -58,6 +59,10 @@ class RunRecord:
     #: list: a run of a 2,000-skill library would otherwise store 2,000 hashes.
     #: None on runs recorded before this rule.
     reach: str | None = None
+    #: proof of offer (``offer.py``): how many skills the agent's listing offered the
+    #: model, and whether the skill under test was among them (None: no listing read)
+    listed: int | None = None
+    skill_listed: bool | None = None
     started_at: str = ""
     duration_s: float = 0.0
     error: str | None = None

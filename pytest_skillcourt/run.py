@@ -17,12 +17,15 @@ from .agent.runner import Runner, get_runner
 from .cache import in_reach, reach_digest
 from .clock import utc_now
 from .pricing import price  # also what ``run.price`` names
+from .offer import SkillPlace, offer_problem, read_listing
 from .records import (
     ANSWERED,
+    ARM_WITH,
     HARNESS_ERROR,
     INCOMPLETE,
     NO_ANSWER,
     NO_OUTCOME,
+    NOT_OFFERED,
     TIMEOUT,
     RunRecord,
 )
@@ -240,6 +243,23 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: R
     rec.outcome, rec.outcome_source = check.exit_code == 0, "check"
 
 
+def _prove_offer(ctx: RunContext, rec: RunRecord, runner: Runner) -> str | None:
+    """Record what the run's agent offered its model (``offer.py``) and say why the run
+    cannot count, if it cannot."""
+    listing = read_listing(rec.transcript, runner.name)
+    skill = ctx.library.get(ctx.suite.skill)
+    if listing is None or skill is None:
+        return None
+    installed = getattr(runner, "skill_md_path", None)
+    place = SkillPlace(name=skill.name, library_path=skill.folder.relative_to(ctx.library.root).as_posix(),
+                       installed=installed(ctx.library, skill) if installed else "",
+                       library_size=len(ctx.library.skills))
+    problem = offer_problem(ctx.arm, place, listing)
+    rec.listed = len(listing.names)
+    rec.skill_listed = (ctx.arm == ARM_WITH) == (problem is None)
+    return problem
+
+
 def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
             room: RoomAhead | None) -> None:
     reach = in_reach(ctx)  # before the agent: what it could reach is what was placed
@@ -269,6 +289,10 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
               "no_answer": NO_ANSWER}[result.status]
     rec.status = status
     if status not in (ANSWERED, INCOMPLETE):
+        return
+    problem = _prove_offer(ctx, rec, runner)
+    if problem is not None:  # the arms did not differ in the skill: this run says nothing of it
+        rec.status, rec.error = NOT_OFFERED, problem
         return
     if ctx.task.check:
         if status == INCOMPLETE:  # a run that did not complete cannot pass

@@ -18,8 +18,9 @@ docs/architecture.md, "Agents inside the sandbox"; README, "Codex"):
   image has it.
 - The library: every skill at its library path under ``~/.codex/skills/``
   (``HOME=/root`` in the sandbox), where Codex looks for a user's skills, at
-  any depth (:func:`codex_files`; a library's ``.system/``, Codex's bundled
-  skills, is left to Codex).  A skill the run must
+  any depth (:func:`codex_files`), a dot-folder renamed ``dot-NAME`` (Codex lists
+  no skill in a dot-folder, and writes its bundled skills into ``.system/``).
+  A skill the run must
   not see (the skill under test in the ``without`` arm, ini
   ``skill_court_disabled``) stays installed and is switched off the way Codex
   switches one off: a ``[[skills.config]]`` entry ``path = ".../SKILL.md"``,
@@ -89,8 +90,6 @@ SANDBOX_BINARY = binary_path("codex")
 CODEX_DIR = "/root/.codex"
 SKILLS_DIR = f"{CODEX_DIR}/skills"
 CONFIG_FILE = f"{CODEX_DIR}/config.toml"
-#: The folder of ``~/.codex/skills`` where Codex writes its own bundled skills.
-SYSTEM_DIR = ".system"
 #: The environment variable the config's provider reads its key from: the run's token.
 KEY_ENV = "OPENAI_API_KEY"
 #: The provider's id in the config.
@@ -171,30 +170,37 @@ def codex_config(model: str, base_url: str, hidden_paths: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What a dot-folder of the library is called under ``~/.codex/skills``: Codex lists no
+#: skill below a folder whose name starts with a dot (openai/skills keeps 8 of 10 of its
+#: skills in ``.curated/`` and ``.experimental/``), and its own ``.system/`` is where it
+#: writes its bundled skills at start, replacing a library's copy.
+DOT_PREFIX = "dot-"
+
+
 def skill_folder(library: Library, skill: Skill) -> str:
     """Where ``skill`` goes under ``~/.codex/skills``: its folder's path in the library
-    (Codex finds skills at any depth and lists them by frontmatter name), else its name."""
+    (Codex finds skills at any depth and lists them by frontmatter name), each dot-folder
+    renamed ``dot-NAME`` so that Codex lists it (:data:`DOT_PREFIX`); else its name."""
     try:
         rel = skill.folder.relative_to(library.root).as_posix()
     except ValueError:
         return skill.name
-    return rel if rel and rel != "." else skill.name
+    if not rel or rel == ".":
+        return skill.name
+    return "/".join(DOT_PREFIX + part[1:] if part.startswith(".") else part for part in rel.split("/"))
 
 
 def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> SandboxFiles:
     """The sandbox files of a run: every skill at its library path under
     ``~/.codex/skills/``, and ``~/.codex/config.toml`` switching the ``hidden`` ones off.
 
-    Skills under the library's ``.system/`` (a copy of ``~/.codex/skills`` holds
-    Codex's bundled skills there) are not written: Codex writes its own bundled
-    skills there at start, and a second copy would be listed twice.
+    A dot-folder's skills go to ``dot-NAME/`` (:func:`skill_folder`), so the library's
+    own ``.system/skill-creator`` is tried, not Codex's bundled copy of that name: both
+    are then listed, and the proof of offer tells them apart by path (``offer.py``).
     """
     files = SandboxFiles()
     for skill in library.skills:
-        folder = skill_folder(library, skill)
-        if folder.split("/", 1)[0] == SYSTEM_DIR:
-            continue
-        files.add_skill(f"{SKILLS_DIR}/{folder}", skill)
+        files.add_skill(f"{SKILLS_DIR}/{skill_folder(library, skill)}", skill)
     hidden_paths = [f"{SKILLS_DIR}/{skill_folder(library, skill)}/SKILL.md"
                     for skill in library.skills if skill.name in hidden]
     files[CONFIG_FILE] = codex_config(model, base_url, sorted(hidden_paths)).encode()
@@ -256,6 +262,11 @@ class CodexRunner:
         """The gateway folder, and the binary at ``/opt/skill-court/bin/codex`` (:func:`codex_mounts`)."""
         binary, _ = find_codex()
         return SandboxNeeds(gateway=True, agent_files=codex_mounts(binary) if binary else {})
+
+    def skill_md_path(self, library: Library, skill: Skill) -> str:
+        """Where ``skill``'s SKILL.md is in the sandbox: Codex's listing names it so (the
+        proof of offer tells the library's copy from a bundled one of the same name)."""
+        return f"{SKILLS_DIR}/{skill_folder(library, skill)}/SKILL.md"
 
     def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
         """Every skill of the library: a hidden one is switched off but its files

@@ -53,6 +53,7 @@ def run_dict(tr: TrialRun, check: str | None = None) -> dict[str, Any]:
         "answer": r.answer, "transcript": r.transcript,
         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens, "cost_usd": r.cost_usd,
         "api_calls": r.api_calls, "skill_loaded": r.skill_loaded,
+        "offer": {"listed": r.listed, "skill_listed": r.skill_listed},
         "check": None if r.check_exit is None else {"command": check, "exit": r.check_exit,
                                                     "output": r.check_output},
         "captured": None if captured is None else {

@@ -170,9 +170,11 @@ def test_the_whole_library_is_installed_and_hidden_skills_are_switched_off(tmp_p
     library = load_library(tmp_path / "lib")
     files = codex.codex_files(library, frozenset({"deploy", "rollback", "imagegen", "not-in-library"}), 'gpt-"5"',
                               "http://127.0.0.1:18080/v1")
-    # Each skill at its library path (Codex finds them at any depth); .system/ is Codex's to write.
+    # Each skill at its library path (Codex finds them at any depth); a dot-folder (Codex lists
+    # none, and writes its own .system/ at start) renamed dot-NAME.
     assert sorted(files) == ["/root/.codex/config.toml", "/root/.codex/skills/deploy/SKILL.md",
-                             "/root/.codex/skills/deploy/notes.txt", "/root/.codex/skills/ops/rollback/SKILL.md"]
+                             "/root/.codex/skills/deploy/notes.txt", "/root/.codex/skills/dot-system/imagegen/SKILL.md",
+                             "/root/.codex/skills/ops/rollback/SKILL.md"]
     config = tomllib.loads(files["/root/.codex/config.toml"].decode())
     assert config["model"] == 'gpt-"5"' and config["model_provider"] == "skill-court"
     assert config["model_providers"]["skill-court"] == {
@@ -182,8 +184,8 @@ def test_the_whole_library_is_installed_and_hidden_skills_are_switched_off(tmp_p
     assert config["web_search"] == "disabled"
     assert config["analytics"] == {"enabled": False} and config["features"] == {"plugins": False}
     assert config["skills"]["config"] == [
-        {"path": "/root/.codex/skills/.system/imagegen/SKILL.md", "enabled": False},
         {"path": "/root/.codex/skills/deploy/SKILL.md", "enabled": False},
+        {"path": "/root/.codex/skills/dot-system/imagegen/SKILL.md", "enabled": False},
         {"path": "/root/.codex/skills/ops/rollback/SKILL.md", "enabled": False}]
     plain = tomllib.loads(codex.codex_files(library, frozenset(), "m", "http://x/v1")[
         "/root/.codex/config.toml"].decode())
