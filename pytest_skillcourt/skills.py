@@ -429,6 +429,50 @@ class DigestIndex:
         return found
 
 
+#: A Claude Code plugin's manifest, relative to the plugin's folder.
+PLUGIN_MANIFEST = ".claude-plugin/plugin.json"
+_PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """The Claude Code plugin a library belongs to (its ``.claude-plugin/plugin.json``
+    in the library's folder or the one above, as ``obra/superpowers`` lays its skills
+    out): Claude Code names its skills ``NAME:skill`` and loads them with
+    ``--plugin-dir``."""
+
+    name: str
+    root: Path  # the plugin's folder (holds .claude-plugin/ and skills/)
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / PLUGIN_MANIFEST
+
+
+def find_plugin(root: Path) -> Plugin | None:
+    """The plugin ``root`` (a library folder) is, or is the ``skills/`` of; None when
+    neither has a manifest.  A manifest that cannot be read, or whose ``name`` Claude Code
+    would refuse, is warned of and taken as none."""
+    for folder in (root, root.parent):
+        manifest = folder / PLUGIN_MANIFEST
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            warnings.warn(f"{manifest}: cannot be read as JSON ({err}); the library is installed as user "
+                          "skills, not as a plugin: fix the manifest", LibraryWarning, stacklevel=3)
+            return None
+        name = data.get("name") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not _PLUGIN_NAME.match(name):
+            warnings.warn(f"{manifest}: field 'name' must be a plugin name (letters, digits, '.', '_', '-'), "
+                          f"got {name!r}; the library is installed as user skills, not as a plugin",
+                          LibraryWarning, stacklevel=3)
+            return None
+        return Plugin(name=name, root=folder)
+    return None
+
+
 @dataclass(frozen=True)
 class Shadowed:
     """A skill folder whose name an earlier one in Hermes' scan order already has: Hermes
@@ -452,6 +496,8 @@ class Library:
     problems: tuple[SkillProblem, ...] = ()
     #: folders whose name an earlier skill has (Hermes: the first found wins)
     shadowed: tuple[Shadowed, ...] = ()
+    #: the Claude Code plugin the library is (its skills are ``NAME:skill`` there)
+    plugin: Plugin | None = None
     #: Category -> its DESCRIPTION.md's description (Hermes' index shows it beside the category).
     category_descriptions: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -683,7 +729,7 @@ def load_library(root: Path) -> Library:
         for note in skill.notes:  # tried as Hermes would load it, but never without a word
             warnings.warn(f"skill {skill.name!r}: {note}", LibraryWarning, stacklevel=2)
     return Library(root=root, skills=tuple(skills), problems=tuple(problems),
-                   category_descriptions=descriptions, shadowed=tuple(shadowed))
+                   category_descriptions=descriptions, shadowed=tuple(shadowed), plugin=find_plugin(root))
 
 
 def _entry_folder(entry: Skill | SkillProblem) -> Path:

@@ -264,7 +264,8 @@ def find_skill(raw: Any, library: Library) -> Skill | None:
     Tried in order: the frontmatter name; the folder path under the library
     (``category/name``, also with ``/SKILL.md`` or ``/SKILL``); the last path
     segment as a frontmatter name; the last segment as a folder name, when
-    only one skill has that folder name.  ``plugin:skill`` names none.
+    only one skill has that folder name.  ``plugin:skill`` names the skill of a library
+    that is that Claude Code plugin (``Library.plugin``), else none.
     """
     if not isinstance(raw, str):
         return None
@@ -274,8 +275,10 @@ def find_skill(raw: Any, library: Library) -> Skill | None:
     exact = library.get(full)
     if exact is not None:
         return exact
-    if ":" in full:
-        return None
+    if ":" in full:  # a plugin's skill: the library's own when the library is that plugin
+        namespace, _, bare = full.partition(":")
+        plugin = library.plugin
+        return library.get(bare) if plugin is not None and namespace == plugin.name else None
     path = _path_form(full)
     for skill in library.skills:
         if _folder_path(library, skill) == path:

@@ -98,13 +98,36 @@ def find_claude() -> tuple[Path | None, str]:
     return BINARY.find()
 
 
+#: Where a library that is a Claude Code plugin goes in the sandbox (``--plugin-dir``).
+PLUGINS_DIR = "/root/.skill-court/plugins"
+
+
+def plugin_dir(library: Library) -> str | None:
+    """The sandbox folder of the plugin ``library`` is (None: it is user skills)."""
+    return f"{PLUGINS_DIR}/{library.plugin.name}" if library.plugin is not None else None
+
+
 def claude_files(library: Library, hidden: frozenset[str]) -> SandboxFiles:
     """The sandbox files of a run: every skill under ``~/.claude/skills/<name>/`` (run
     bits kept), and ``~/.claude/settings.json`` switching the ``hidden`` ones off
-    (``skillOverrides``)."""
+    (``skillOverrides``).
+
+    A library that is a Claude Code plugin (``Library.plugin``: ``obra/superpowers``'
+    layout, whose bodies call ``Skill("superpowers:brainstorming")``) is installed as
+    that plugin instead: its manifest and skills under :data:`PLUGINS_DIR`, loaded with
+    ``--plugin-dir``, so its skills are ``NAME:skill`` as the bodies expect.  Claude
+    Code has no switch for a plugin's skill (``skillOverrides`` leaves it listed,
+    measured with 2.1.332), so a hidden one is not installed, as if it were not there.
+    """
     files = SandboxFiles()
+    plugin = library.plugin
     for skill in library.skills:
-        files.add_skill(f"{SKILLS_DIR}/{skill.name}", skill)
+        if plugin is None:
+            files.add_skill(f"{SKILLS_DIR}/{skill.name}", skill)
+        elif skill.name not in hidden:
+            files.add_skill(f"{plugin_dir(library)}/{skill.folder.relative_to(plugin.root).as_posix()}", skill)
+    if plugin is not None:
+        files[f"{plugin_dir(library)}/.claude-plugin/plugin.json"] = plugin.manifest.read_bytes()
     settings: dict[str, Any] = {"skillOverrides": {name: "off" for name in sorted(hidden)}}
     files[SETTINGS_FILE] = (json.dumps(settings, indent=2) + "\n").encode()
     return files
@@ -145,12 +168,15 @@ class ClaudeCodeRunner:
 
     def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
         """Every skill of the library: a hidden one is switched off but its files
-        stay under ``~/.claude/skills/``, where any tool can read them."""
+        stay under ``~/.claude/skills/``, where any tool can read them (a plugin's
+        hidden skill is not installed: :func:`claude_files`)."""
+        if ctx.library.plugin is not None:
+            return frozenset(s.name for s in ctx.library.visible(ctx.hidden))
         return frozenset(s.name for s in ctx.library.skills)
 
     def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
-        """None: every skill stays within reach."""
-        return frozenset()
+        """None, but a plugin's hidden skills: every other skill stays within reach."""
+        return ctx.library.name_set & ctx.hidden if ctx.library.plugin is not None else frozenset()
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``claude -p`` in ``sandbox`` (see the module docstring).
@@ -165,6 +191,9 @@ class ClaudeCodeRunner:
         model = ctx.model.name
         command = [SANDBOX_BINARY, "-p", "--output-format", "json", "--model", model,
                    "--allowedTools", ",".join(ALLOWED_TOOLS)]
+        plugin = plugin_dir(ctx.library)
+        if plugin is not None:
+            command += ["--plugin-dir", plugin]
 
         def env(grant: RunGrant) -> dict[str, str]:
             return {"ANTHROPIC_BASE_URL": grant.base_url, "ANTHROPIC_API_KEY": grant.token,
