@@ -604,6 +604,8 @@ def notice_text(verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_mode
     v = verdict.get("verdict") or {}
     kind = str(v.get("kind", "?"))
     lines = [f"skill-court: automatic trial of '{skill}' on {model}: {kind}: {v.get('line', '')}".rstrip()]
+    if kind == "INCONCLUSIVE" and v.get("hint"):  # why: a judge that failed, runs not started, ...
+        lines.append(f"  why: {v['hint']}")
     cause = verdict.get("cause") or {}
     if cause.get("cause"):
         lines.append(f"  cause: {cause['cause']}")

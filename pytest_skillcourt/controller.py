@@ -63,6 +63,8 @@ class Court(Protocol):
     files_written: list[tuple[str, Path]]
     quarantine_changes: tuple[list[Any], list[Any]]
     judging_started: float | None
+    #: why the session ends with exit status 6 though runs were made (judge failed, no price)
+    incomplete: str | None
 
     def store(self) -> Store: ...
 
@@ -182,6 +184,23 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
     return out
 
 
+#: What to check when the judge failed (the summary's last lines, the verdict's hint).
+JUDGE_FIX = ("check --skill-court-judge-model (default: the run model), its API key and "
+             "--skill-court-base-url")
+
+
+def judge_failures(court: Court, judged: Judged) -> None:
+    """Pairs the judge could not judge this session (every call a 401, say): not a green
+    INCONCLUSIVE but exit status 6, with the judge's error and the fix in the last lines."""
+    failed = [j for j in judged.judgments.values() if j.winner is None and j.error]
+    if not failed:
+        return
+    why = (f"the judge failed on {len(failed)} of {len(judged.judgments)} pairs "
+           f"({failed[0].judge_model}: {failed[0].error[:300]}); {JUDGE_FIX}")
+    court.errors.append(why)
+    court.incomplete = court.incomplete or why
+
+
 def produce_verdicts(court: Court, session: pytest.Session) -> None:
     """Judge, decide every selected verdict, emit its report, apply and write files."""
     if not court.targets:
@@ -195,6 +214,8 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
     except Exception as err:  # the verdicts still come, without judged pairs
         judged = Judged()
         court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
+        court.incomplete = court.incomplete or f"the judge could not run ({type(err).__name__}: {err})"
+    judge_failures(court, judged)
     fresh: list[tuple[str, dict[str, Any]]] = []  # verdicts decided now, by their evidence's key
     rows: list[VerdictRow] = []  # written VERDICT_BATCH at a time, and whatever stops the loop
     try:
@@ -308,8 +329,10 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
         verdict = dataclasses.replace(verdict, hint=target.unreachable)
     elif verdict.kind == VerdictKind.INCONCLUSIVE:
         unoffered = [r for r in runs if r.status == NOT_OFFERED]
+        unjudged = [j for j in mine.values() if j.winner is None and j.error]
         why = (f"{len(unoffered)} run(s) have no outcome: {unoffered[0].error}" if unoffered
-               else court.not_started(target.suite_rel, target.model))
+               else f"{len(unjudged)} pair(s) could not be judged: {unjudged[0].error[:300]}; {JUDGE_FIX}"
+               if unjudged else court.not_started(target.suite_rel, target.model))
         if why:  # the reason, not "needs more tasks": more tasks would not help
             verdict = dataclasses.replace(verdict, hint=why)
     cause, cause_cost = None, 0.0

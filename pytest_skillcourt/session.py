@@ -963,11 +963,11 @@ class SkillCourt:
         if not unpriced:
             return
         models = ", ".join(self.store().unpriced_models(self.trial)) or "the model"
-        self.incomplete = (
-            f"runs of {len(unpriced)} task(s) were not started: {UNPRICED} {models}. Add "
-            "'MODEL = IN OUT' (USD per million tokens) to ini skill_court_prices, or pass "
-            "--skill-court-allow-unpriced")
-        self.errors.append(f"{self.incomplete}; exit status {EXIT_INCOMPLETE}")
+        why = (f"runs of {len(unpriced)} task(s) were not started: {UNPRICED} {models}. Add "
+               "'MODEL = IN OUT' (USD per million tokens) to ini skill_court_prices, or pass "
+               "--skill-court-allow-unpriced")
+        self.errors.append(f"{why}; exit status {EXIT_INCOMPLETE}")
+        self.incomplete = f"{self.incomplete}; {why}" if self.incomplete else why
 
     def free_models(self) -> list[str]:
         """The session's models whose calls were counted as free for want of a price (a

@@ -52,9 +52,11 @@ def test_a_model_without_a_price_ends_non_zero_with_the_fix(pytester: pytest.Pyt
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # The test server is on loopback, which is free unless priced: take that rule away to
     # play a paid provider that reports no price.
-    from pytest_skillcourt import pricing
+    # (the pricing module the session's run.py really calls: an in-process pytester run may
+    # have imported its own copies of the package's modules before this one)
+    import pytest_skillcourt.run as run_module
 
-    monkeypatch.setattr(pricing, "free_endpoint", lambda model: False)
+    monkeypatch.setitem(run_module.price.__globals__, "free_endpoint", lambda model: False)
     server.set_handler(lambda request: Reply(content="TOTAL"))
     library(pytester, server.base_url, allow_unpriced=False)
     result = run_court(pytester)  # in process: the rule above holds in the session
