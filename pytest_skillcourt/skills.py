@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import safe_yaml
+from .printable import has_controls, plain
 from .trees import TreeError, is_executable, is_junk, tree_files
 
 #: Folders that never hold skills, at any depth (Hermes 0.19.0's ``EXCLUDED_SKILL_DIRS``).
@@ -674,6 +675,9 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
                             "(Hermes skips such a skill too)")
     front, _, limit = _parse(text)
     name = str(front.get("name") or folder.name).strip()
+    if has_controls(name):  # a name printed in every table must not carry ESC[2J or a bidi override
+        return SkillProblem(plain(name), folder, f"{skill_md}: its name {name!r} holds control characters "
+                            "(escape sequences, bidi overrides); give it a plain 'name:'")
     if isinstance(limit, safe_yaml.YamlLimitError):
         mark = limit.problem_mark
         line = f":{mark.line + 2}" if mark is not None else ""  # +1 for the opening ---

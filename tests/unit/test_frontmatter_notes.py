@@ -45,3 +45,14 @@ def test_the_library_keeps_the_skill_and_warns(tmp_path: Path) -> None:
     skill = lib.get("plain")
     assert skill is not None and skill.description == ""  # named after its folder, as Hermes does
     assert len(skill.notes) == 1
+
+
+@pytest.mark.parametrize("name", ['"x\\e[31m"', '"x\\e]52;c;aGk=\\a"', '"evil\\u202eexe.md"', '"a\\u0085b"'])
+def test_a_name_with_control_characters_is_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "SKILL.md").write_text(f"---\nname: {name}\ndescription: d\n---\nbody\n")
+    with pytest.warns(LibraryWarning, match=r"holds control characters .* give it a plain 'name:'"):
+        lib = load_library(tmp_path)
+    assert lib.skills == ()
+    (problem,) = lib.problems
+    assert "\x1b" not in problem.name and "\u202e" not in problem.name
