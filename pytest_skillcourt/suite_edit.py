@@ -67,8 +67,10 @@ def dump(data: Any) -> str:
 
 
 def suite_filename(skill: str, suffix: str = ".yaml") -> str:
-    """A file name for ``skill``'s suite: the name with anything unsafe as ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", skill) + suffix
+    """A file name for ``skill``'s suite: the name with anything unsafe as ``_``, and a
+    leading dot as ``dot-`` (a dot-file is never collected, by pytest or :func:`_yaml_files`)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", skill)
+    return ("dot-" + safe[1:] if safe.startswith(".") else safe) + suffix
 
 
 # -- finding a skill's suites -------------------------------------------------------------
