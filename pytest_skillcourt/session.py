@@ -1073,14 +1073,10 @@ class SkillCourt:
             self._progress.step(text)
 
     def _start_progress(self) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.is_worker or reporter is None or self.config.get_verbosity() < 0:
+        if self.is_worker or self.config.get_verbosity() < 0:
             return
-        tw = reporter._tw
-        self._progress = Progress(
-            getattr(tw, "_file", sys.stdout), tty=bool(reporter.isatty), width=tw.fullwidth,
-            column=lambda: tw.width_of_current_line, write_line=reporter.write_line,
-            heartbeat_s=self.settings.heartbeat_s or float("inf"))
+        # written past pytest's capture of the runs' output (report/progress.py)
+        self._progress = Progress.for_pytest(self.config, heartbeat_s=self.settings.heartbeat_s or float("inf"))
 
     def totals_line(self) -> str:
         """The session in one line: runs, cached, model calls, tokens, spend, wall time."""
