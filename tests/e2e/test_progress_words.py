@@ -29,12 +29,13 @@ def test_verbose_words_say_what_each_run_did(pytester: pytest.Pytester, server: 
     library(pytester, server.base_url)
     result = run_court(pytester, "-v")
     out = result.stdout.str()
-    assert re.search(r"t1\[with\] SUCCESS \(\d+\.\ds, 240 tok\)", out), out
-    assert re.search(r"t1\[without\] CHECK FAILED \(\d+\.\ds, 120 tok\)", out), out
+    # a loopback endpoint is free unless priced: $0.0000
+    assert re.search(r"t1\[with\] SUCCESS \(\d+\.\ds, 240 tok, \$0\.0000\)", out), out
+    assert re.search(r"t1\[without\] CHECK FAILED \(\d+\.\ds, 120 tok, \$0\.0000\)", out), out
     assert re.search(r"verdict\[test-model\] HELPS", out), out
     assert "PASSED" not in out
     again = run_court(pytester, "-v")  # from the cache: said so
-    assert re.search(r"t1\[with\] SUCCESS \(\d+\.\ds, 240 tok, cached\)", again.stdout.str())
+    assert re.search(r"t1\[with\] SUCCESS \(\d+\.\ds, 240 tok, \$0\.0000, cached\)", again.stdout.str())
     again.assert_outcomes(passed=7)  # the counts are pytest's own: runs pass, the verdict decides
 
 
