@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import threading
 import time
@@ -43,22 +42,13 @@ from contextlib import contextmanager
 from pathlib import PurePosixPath
 from typing import Any, Callable, Iterator, Protocol
 
+from ..printable import plain  # the one home of it; re-exported
+
 __all__ = ["Progress", "PytestTerminal", "Terminal", "run_label", "format_tokens", "plain"]
 
 #: Erase from the cursor to the end of the line; save and restore the cursor.
 CLEAR_EOL = "\x1b[K"
 SAVE, RESTORE = "\x1b7", "\x1b8"
-
-#: ANSI escape sequences (CSI, OSC up to BEL or ST, two-character ESC forms), then any
-#: other C0/C1 control character or DEL, and the Unicode controls that reorder or hide text.
-_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def plain(text: str) -> str:
-    """``text`` safe to write to a terminal or log line: escape sequences dropped, every
-    other control character (newline and tab too) made a space."""
-    return _CONTROL.sub(" ", _ESCAPE.sub("", text))
 
 
 def run_label(nodeid: str) -> str:
