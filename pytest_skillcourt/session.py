@@ -283,21 +283,32 @@ class SkillCourt:
         return self._judge_budget
 
     def resolve_backend(self) -> str:
+        """The backend of this session's runs, resolved once.  On the controller of a session
+        that will run, the default image is then had (pulled if missing) before any run,
+        once for every worker; what failed is kept for the runs that need it (``image_id``)."""
         if self.backend is None:
             self.backend = resolve_backend(self.settings.sandbox)
+            if not (self.is_worker or self.config.option.collectonly) and self.settings.skills_dir.is_dir():
+                from .sandbox import check_image, image_notices
+
+                image_notices(self.config)  # registered now: it hears the workers' at their end
+                self._images[self.settings.image] = check_image(self.backend, self.settings.image)
         return self.backend
 
     def image_id(self, image: str) -> str:
-        """Image id per process, remembered (also a failure, so one missing image
-        fails its suite's items quickly with the same message)."""
+        """Image id per process, remembered (also a failure, so one missing image fails
+        its suite's items at once: each with one line pointing at the explanation, which
+        ``sandbox.ImageNotices`` writes once at the end of the session)."""
+        from .sandbox import image_notices
+
         if image not in self._images:
             try:
                 self._images[image] = image_id(self.resolve_backend(), image)
             except SandboxError as err:
                 self._images[image] = err
         found = self._images[image]
-        if isinstance(found, Exception):
-            raise SkillCourtError(f"sandbox image {image!r}: {found}")
+        if isinstance(found, SandboxError):
+            raise SkillCourtError(image_notices(self.config).failed(image, found))
         return str(found)
 
     # -- configuration and collection -----------------------------------------

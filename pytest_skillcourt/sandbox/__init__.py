@@ -14,22 +14,30 @@ objects) and are looked up by name in the registry below:
 an engine answers, else local).  A backend's module is imported only when
 the backend is first used, so the docker SDK loads only for docker.
 
+An image the engine does not have and cannot pull is an ``ImageUnavailable``:
+the first line of the engine's error and the fixes, ``--skill-court-sandbox
+local`` first where bubblewrap works (``image_id``).  A session keeps it per
+image (``check_image``), fails each run that needs the image with one short
+line, and says the whole of it once at its end (``ImageNotices``).
+
 Adding a backend: a module exposing a ``Backend`` object as ``BACKEND``, plus
 one line in ``_REGISTRY`` (or a call to ``register``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 import weakref
-from typing import Iterable, Mapping
+from typing import Any, Generator, Iterable, Mapping
 
 from pytest_skillcourt.sandbox.base import (
     ANSWER_PATH,
     LABEL,
     Backend,
     ExecResult,
+    ImageUnavailable,
     Sandbox,
     SandboxError,
     SandboxSpec,
@@ -42,14 +50,18 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "ExecResult",
+    "ImageNotices",
+    "ImageUnavailable",
     "Sandbox",
     "SandboxError",
     "SandboxSpec",
     "SandboxUnavailable",
+    "check_image",
     "cleanup_leftovers",
     "close_open_sandboxes",
     "get_backend",
     "image_id",
+    "image_notices",
     "open_sandbox",
     "register",
     "resolve_backend",
@@ -207,13 +219,150 @@ def image_id(backend: str, image: str | None) -> str:
     local: ``local:<os id>-<version>-<arch>`` of the host system view.
 
     Raises:
-        SandboxUnavailable: docker image missing and not pullable (names the
-            image and what ``docker pull`` said), or no engine.
+        ImageUnavailable: the engine answers but the image is missing and the
+            pull failed; its fixes begin with ``--skill-court-sandbox local``
+            when the local backend's probe passes here.
+        SandboxUnavailable: no engine, or the engine cannot inspect images.
         ValueError: ``backend`` is not registered.
     """
     if backend not in _REGISTRY:
         raise ValueError(f"image_id: backend must be {_one_of(_REGISTRY)}, got {backend!r}")
-    return get_backend(backend).image_id(image)
+    try:
+        return get_backend(backend).image_id(image)
+    except ImageUnavailable as exc:
+        fix = _without_the_image(backend)
+        if not fix:
+            raise
+        raise exc.with_fix(fix) from exc
+
+
+def check_image(backend: str, image: str | None) -> str | SandboxError:
+    """:func:`image_id`, or the ``SandboxError`` that says why there is none, returned
+    rather than raised: a session keeps it for the runs that need the image
+    (:class:`ImageNotices` says it once)."""
+    try:
+        return image_id(backend, image)
+    except SandboxError as exc:
+        return exc
+
+
+#: The fix offered first for an image that cannot be had, where bubblewrap works.
+LOCAL_FIX = ("rerun with `--skill-court-sandbox local` (bubblewrap works on this machine; "
+             "runs then see this host's system read-only instead of the image)")
+
+
+def _without_the_image(backend: str) -> str:
+    """``LOCAL_FIX`` when ``backend`` is not the local one and the local backend's own
+    probe passes here, else ""."""
+    if backend == "local" or "local" not in _REGISTRY:
+        return ""
+    try:
+        reason = get_backend("local").probe()
+    except (SandboxUnavailable, TypeError):
+        return ""
+    return "" if reason else LOCAL_FIX
+
+
+class ImageNotices:
+    """The images a session's runs could not have, each explained once, at its end.
+
+    A run whose image cannot be had fails with :meth:`failed`'s one-line message,
+    which points at the explanation; the explanation itself (what failed, the
+    first line of the engine's error, the fixes) is written once per image after
+    pytest's short test summary, so a session of 24 such runs shows it once and
+    ends with it.  An xdist worker hands its explanations to the controller in
+    ``workeroutput`` (``WORKER_KEY``), which writes them with its own.
+
+    Made and registered by :func:`image_notices`; the pytest hooks are those of
+    the subclass :func:`_notices_plugin` makes (pytest is imported only then).
+    """
+
+    #: Its name among the session's pytest plugins.
+    NAME = "skill-court-image-notices"
+    #: Where a worker puts its explanations for the controller.
+    WORKER_KEY = "skill_court_image_errors"
+    #: The title of the explanation's section at the end of the session.
+    TITLE = "skill court: sandbox image"
+
+    def __init__(self, workeroutput: dict[str, object] | None = None) -> None:
+        self._workeroutput = workeroutput
+        self._lock = threading.Lock()
+        #: image -> the lines explaining it, in the order they came
+        self.explained: dict[str, list[str]] = {}
+
+    def failed(self, image: str, error: SandboxError) -> str:
+        """Remember why ``image`` cannot be had (the first time); return the short
+        message of a run that needed it."""
+        with self._lock:
+            if image not in self.explained:
+                self.explained[image] = explain(image, error)
+                if self._workeroutput is not None:
+                    self._workeroutput[self.WORKER_KEY] = dict(self.explained)
+        return (f"sandbox image {image!r} cannot be had, so this run could not start; why and the "
+                f"fix: '{self.TITLE}' at the end of the session")
+
+    def merge(self, explained: Mapping[str, list[str]]) -> None:
+        """Take a worker's explanations (its ``workeroutput``)."""
+        with self._lock:
+            for image, lines in explained.items():
+                self.explained.setdefault(image, list(lines))
+
+    def lines(self) -> list[str]:
+        """Every explanation, one image after the other."""
+        with self._lock:
+            return [line for lines in self.explained.values() for line in lines]
+
+
+def explain(image: str, error: SandboxError) -> list[str]:
+    """The lines that say once why ``image`` cannot be had and how to fix it."""
+    if isinstance(error, ImageUnavailable):
+        return [f"the runs on image {error.image!r} failed: it is not on the engine at {error.where} "
+                f"and cannot be pulled:",
+                f"  {error.error or 'the engine gave no reason'}",
+                *(f"  {'fix' if i == 0 else ' or'}: {fix}" for i, fix in enumerate(error.fixes))]
+    return [f"the runs on image {image!r} failed: {error}"]
+
+
+_notices_lock = threading.Lock()
+
+
+def image_notices(config: object) -> ImageNotices:
+    """The :class:`ImageNotices` of the pytest session ``config``, registered with its
+    plugin manager the first time (thread-safe)."""
+    manager = getattr(config, "pluginmanager")
+    with _notices_lock:
+        found = manager.get_plugin(ImageNotices.NAME)
+        if found is None:
+            found = _notices_plugin()(getattr(config, "workeroutput", None))
+            manager.register(found, ImageNotices.NAME)
+    return found  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _notices_plugin() -> type[ImageNotices]:
+    """:class:`ImageNotices` with its pytest hooks (pytest is imported here only)."""
+    import pytest
+
+    class ImageNoticesPlugin(ImageNotices):
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_testnodedown(self, node: Any, error: Any) -> None:
+            """xdist controller: a worker's explanations join this session's."""
+            self.merge((getattr(node, "workeroutput", None) or {}).get(self.WORKER_KEY) or {})
+
+        @pytest.hookimpl(wrapper=True, tryfirst=True)
+        def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+            """Around the terminal reporter's summary, so the explanation comes after its
+            short test summary: the session's last lines before the counts say why."""
+            try:
+                return (yield)
+            finally:
+                lines = self.lines() if self._workeroutput is None else []
+                if lines:
+                    terminalreporter.write_sep("=", self.TITLE, red=True, bold=True)
+                    for line in lines:
+                        terminalreporter.write_line(line)
+
+    return ImageNoticesPlugin
 
 
 def cleanup_leftovers(

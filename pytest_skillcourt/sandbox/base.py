@@ -95,6 +95,41 @@ class SandboxUnavailable(SandboxError):
     says how to fix it."""
 
 
+#: The most characters of an engine's error an ``ImageUnavailable`` quotes.
+ERROR_LINE_LIMIT = 160
+
+
+def first_line(text: str, limit: int = ERROR_LINE_LIMIT) -> str:
+    """The first non-blank line of ``text``, cut to ``limit`` characters (``...`` marks a cut)."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
+
+
+class ImageUnavailable(SandboxUnavailable):
+    """The engine answers, but ``image`` is not on it and cannot be had (the pull failed).
+
+    ``str()`` is the whole explanation, meant to be said once per session: which
+    image, where, the first line of the engine's error (``error``, already cut
+    with :func:`first_line`) and the fixes, first the one most likely to work
+    here.  ``with_fix`` puts another fix first (the registry offers
+    ``--skill-court-sandbox local`` where bubblewrap works).
+    """
+
+    def __init__(self, backend: str, image: str, where: str, error: str,
+                 fixes: tuple[str, ...]) -> None:
+        self.backend, self.image, self.where, self.error, self.fixes = backend, image, where, error, fixes
+        super().__init__(
+            f"{backend} sandbox: image {image!r} is not on the engine at {where} and cannot "
+            f"be pulled: {error or 'no reason given'}. Fix: {'; or '.join(fixes)}.")
+
+    def with_fix(self, fix: str) -> "ImageUnavailable":
+        """The same failure with ``fix`` offered first."""
+        return ImageUnavailable(self.backend, self.image, self.where, self.error, (fix, *self.fixes))
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled with its fields, not ``args``
+        return ImageUnavailable, (self.backend, self.image, self.where, self.error, self.fixes)
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one command in the sandbox did."""

@@ -48,12 +48,14 @@ from pytest_skillcourt.sandbox.base import (
     LABEL,
     TIMEOUT_EXIT_CODES,
     ExecResult,
+    ImageUnavailable,
     PathRefused,
     Sandbox,
     SandboxError,
     SandboxSpec,
     SandboxUnavailable,
     agent_mounts,
+    first_line,
     make_gateway_dir,
     read_via_exec,
     render_output,
@@ -165,16 +167,62 @@ def ping() -> str:
     return _ping_result
 
 
+class _Flight:
+    """One image check under way, for the callers waiting on it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.image_id = ""
+        self.error: SandboxUnavailable | None = None
+
+
+_image_checks: dict[str, _Flight] = {}
+
+
 def ensure_image(image: str) -> str:
     """Return the image id (``sha256:...``), pulling the image if missing.
 
+    One check at a time per image in a process: callers that ask while it is
+    under way (the threads of ``--skill-court-concurrency``) wait for it and
+    get its id or its error, so a missing image is pulled once, not once per
+    run.  An id is remembered for the process; a failure is not (a later
+    session may have loaded the image meanwhile).
+
     Raises:
-        SandboxUnavailable: no engine, or the image is missing and the pull
-            failed (names the image and what the pull said).
+        ImageUnavailable: the engine answers, the image is not on it and the
+            pull failed (names the image, the first line of the engine's
+            error, and how to get it).
+        SandboxUnavailable: no engine, or the engine cannot inspect images.
     """
     cached = _image_ids.get(image)
     if cached:
         return cached
+    with _lock:
+        flight = _image_checks.get(image)
+        mine = flight is None
+        if mine:
+            flight = _image_checks[image] = _Flight()
+    assert flight is not None
+    if not mine:
+        flight.done.wait()
+        if flight.error is not None:
+            raise flight.error
+        return flight.image_id
+    try:
+        flight.image_id = _check_image(image)
+        _image_ids[image] = flight.image_id
+        return flight.image_id
+    except SandboxUnavailable as exc:
+        flight.error = exc
+        raise
+    finally:
+        with _lock:
+            _image_checks.pop(image, None)
+        flight.done.set()
+
+
+def _check_image(image: str) -> str:
+    """:func:`ensure_image`'s work: inspect, else pull and inspect."""
     reason = ping()
     if reason:
         raise SandboxUnavailable(reason)
@@ -182,25 +230,39 @@ def ensure_image(image: str) -> str:
 
     api = client().api
     try:
-        image_id = api.inspect_image(image)["Id"]
+        return str(api.inspect_image(image)["Id"])
     except docker.errors.ImageNotFound:
-        repo, tag = _split_ref(image)
-        try:
-            api.pull(repo, tag=tag)
-            image_id = api.inspect_image(image)["Id"]
-        except docker.errors.DockerException as exc:
-            raise SandboxUnavailable(
-                f"docker sandbox: image {image!r} is not on the engine at "
-                f"{_engine_name()} and `docker pull {image}` failed: {exc}. Fix: build "
-                f"or load it there (`docker build -t {image} .` / `docker load`), or set "
-                "`skill_court_image` to an image the engine has."
-            ) from exc
+        pass
     except docker.errors.DockerException as exc:
         raise SandboxUnavailable(
-            f"docker sandbox: cannot inspect image {image!r} at {_engine_name()}: {exc}"
+            f"docker sandbox: cannot inspect image {image!r} at {_engine_name()}: "
+            f"{first_line(_engine_error(exc))}") from exc
+    repo, tag = _split_ref(image)
+    try:
+        # Streamed: an error the engine reports after the pull started (a
+        # manifest it cannot find) comes in the stream, not as an HTTP status.
+        for event in api.pull(repo, tag=tag, stream=True, decode=True):
+            if isinstance(event, dict) and event.get("error"):
+                raise ImageUnavailable(
+                    "docker", image, _engine_name(), first_line(str(event["error"])), _image_fixes(image))
+        return str(api.inspect_image(image)["Id"])
+    except docker.errors.DockerException as exc:
+        raise ImageUnavailable(
+            "docker", image, _engine_name(), first_line(_engine_error(exc)), _image_fixes(image)
         ) from exc
-    _image_ids[image] = image_id
-    return image_id
+
+
+def _engine_error(exc: BaseException) -> str:
+    """What the engine said (an ``APIError``'s explanation), not the SDK's wrapping of
+    it (status, URL, reason), which is most of the text and none of the cause."""
+    return str(getattr(exc, "explanation", None) or exc)
+
+
+def _image_fixes(image: str) -> tuple[str, ...]:
+    """How to get ``image`` onto the engine, or do without it."""
+    return (f"`docker pull {image}` where a registry is reachable, or `docker load -i FILE.tar` "
+            "(a `docker save` of it from a machine that has it)",
+            "set `--skill-court-image` (or the suite's `image:`) to one `docker images` lists")
 
 
 def _split_ref(image: str) -> tuple[str, str | None]:
