@@ -141,6 +141,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("skill_court_disabled",
                   "skills your agent configuration already hides: hidden in both arms",
                   type="linelist", default=[])
+    parser.addini("skill_court_quarantine_hides",
+                  "skills the quarantine file hides from a model are hidden from that model's runs "
+                  "too, in both arms (as the Hermes plugin hides them from the user); the skill "
+                  "on trial is never hidden by it", type="bool", default=False)
     group.addoption("--skill-court-apply", action="store_true", default=False,
                     help="write HURTS verdicts to the quarantine file (and lift entries a trial "
                          "set that no longer hurt)")
@@ -204,6 +208,8 @@ class Settings:
     allow_unpriced: bool
     prices: dict[str, tuple[float, float]]
     disabled: tuple[str, ...]
+    #: ini skill_court_quarantine_hides: the quarantine file's skills hidden from their models' runs
+    quarantine_hides: bool
     apply: bool
     quarantine: Path
     json_path: Path | None
@@ -466,6 +472,7 @@ def load_settings(config: pytest.Config) -> Settings:
         allow_unpriced=allow_unpriced,
         prices=parse_prices(list(config.getini("skill_court_prices"))),
         disabled=tuple(config.getini("skill_court_disabled")),
+        quarantine_hides=bool(config.getini("skill_court_quarantine_hides")),
         apply=bool(config.getoption("skill_court_apply")),
         quarantine=path_of(_value(config, "quarantine"), ".skill-court/quarantine.json"),
         json_path=path_of(json_path, "") if json_path else None,

@@ -170,6 +170,8 @@ class SkillCourt:
         self.suite_files = 0
         #: the run loop is over: no run is added to the trial after it
         self._loop_done = False
+        #: the quarantine file's (skill, model, matcher) entries, read once (``quarantined_for``)
+        self._quarantined: list[tuple[str, str, Any]] | None = None
         #: suite folders collected though ini ``testpaths`` leaves them out (said in the header)
         self.added_paths: list[str] = self._collect_suite_dirs_too()
         self._rel: dict[str, str] = {}
@@ -739,7 +741,23 @@ class SkillCourt:
         return RunContext(settings=s, library=self.library(), suite=suite, suite_rel=run.suite_rel,
                           task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
                           trial=self.trial, backend=self.resolve_backend(), image=image,
-                          image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial))
+                          image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial),
+                          quarantined=self.quarantined_for(run.model))
+
+    def quarantined_for(self, model: str) -> frozenset[str]:
+        """With ini ``skill_court_quarantine_hides``: the skills the quarantine file hides
+        from ``model`` (read once per process), as the user's agent hides them."""
+        if not self.settings.quarantine_hides:
+            return frozenset()
+        if self._quarantined is None:
+            from .quarantine import QuarantineFileError, model_matches, read_entries
+
+            try:
+                entries = read_entries(self.settings.quarantine)
+            except QuarantineFileError as err:
+                raise SkillCourtError(f"ini skill_court_quarantine_hides: {err}") from None
+            self._quarantined = [(e.skill, e.model, model_matches) for e in entries]
+        return frozenset(skill for skill, entry_model, matches in self._quarantined if matches(entry_model, model))
 
     def _outcome_of(self, item: OneRun, record: RunRecord, cached: bool) -> None:
         """The item's properties from its run, and its skip or failure."""

@@ -36,12 +36,15 @@ class RunContext:
     #: What the session has spent so far (``store.spend``), for a budget that
     #: stops a run midway (the gateway's); not part of the cache key.
     spent_usd: Callable[[], float] | None = field(default=None, compare=False)
+    #: skills the quarantine file hides from this run's model (ini skill_court_quarantine_hides)
+    quarantined: frozenset[str] = frozenset()
 
     @property
     def hidden(self) -> frozenset[str]:
-        """Skills this run must not see: the ini's disabled ones, and in the
+        """Skills this run must not see: the ini's disabled ones, those quarantined for its
+        model (never the skill on trial, which the with arm must see), and in the
         ``without`` arm the skill under test."""
-        hidden = set(self.settings.disabled)
+        hidden = set(self.settings.disabled) | (self.quarantined - {self.suite.skill})
         if self.arm == ARM_WITHOUT:
             hidden.add(self.suite.skill)
         return frozenset(hidden)

@@ -280,7 +280,8 @@ def settings(root: Path, **changes: Any) -> Settings:
         base_url="http://127.0.0.1:9/v1", agent=AgentChoice.BUILTIN, hermes_profile=None, sandbox="local",
         image="img", timeout=60.0, tasks=6, fail_on=FailOn.HURTS, judge_model=None, judge_tokens=1000,
         keep_sandboxes=False, store=root / "court.db", fresh=False, budget=1.0, allow_unpriced=True, prices={},
-        disabled=(), apply=False, quarantine=root / "q.json", json_path=None, early_stop=True, shard=None,
+        disabled=(), quarantine_hides=False, apply=False, quarantine=root / "q.json", json_path=None,
+        early_stop=True, shard=None,
         memory_mb=2048, pids=256, cpus=1.0)
     return dataclasses.replace(base, **changes)
 
