@@ -86,6 +86,74 @@ def git_top(folder: Path) -> Path | None:
     return Path(done.stdout.strip()).resolve() if done.returncode == 0 and done.stdout.strip() else None
 
 
+def resolve_ref(rootdir: Path, ref: str) -> tuple[Path, str]:
+    """(the git work tree's top, the commit ``ref`` names).
+
+    Raises:
+        FrozenError: no git repository here, or ``ref`` names no commit."""
+    top = git_top(rootdir)
+    if top is None:
+        raise FrozenError(f"--skill-court-checks-from {ref}: {rootdir} is not in a git work tree "
+                          "(or git is not installed); the suites' frozen version is read with git. "
+                          "Fix: run in a clone, or drop the option")
+    done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if done.returncode != 0 or not done.stdout.strip():
+        raise FrozenError(f"--skill-court-checks-from {ref}: no such revision in {top}. Fix: name a "
+                          "commit, branch or tag that exists here (in CI, fetch the base branch "
+                          "first, e.g. git fetch origin main, and pass origin/main)")
+    return top, done.stdout.strip()
+
+
+#: The ini keys that decide whether the build turns red: with --skill-court-checks-from they
+#: are read from the configuration file as it is at REF, so a pull request cannot loosen them
+#: (``skill_court_fail_on = never``, ``skill_court_tasks = 1``) in its own tree.
+GATE_KEYS = ("skill_court_fail_on", "skill_court_tasks")
+
+
+def gate_ini_at(rootdir: Path, ref: str, inipath: Path | None) -> dict[str, str]:
+    """The :data:`GATE_KEYS` values of pytest's configuration file (``inipath``: pytest.ini,
+    tox.ini, setup.cfg or pyproject.toml) as it is at ``ref``; a key it does not set is
+    left out (its default applies), as is every key when the file is not at ``ref``.
+
+    Raises:
+        FrozenError: no git here, no such revision, or the file at ``ref`` cannot be read.
+    """
+    if inipath is None:
+        return {}
+    top, commit = resolve_ref(rootdir, ref)
+    try:
+        rel = Path(inipath).resolve().relative_to(top).as_posix()
+    except ValueError:
+        return {}
+    done = _git(top, "show", f"{commit}:{rel}")
+    if done.returncode != 0:
+        return {}  # the file is new in this tree: REF had none of these settings
+    return _gate_values(done.stdout, Path(rel).name, f"{rel} at {ref}")
+
+
+def _gate_values(text: str, name: str, where: str) -> dict[str, str]:
+    values: dict[str, Any] = {}
+    try:
+        if name == "pyproject.toml":
+            import tomllib
+
+            table = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+            values = table if isinstance(table, dict) else {}
+        else:
+            import configparser
+
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read_string(text)
+            for section in ("pytest", "tool:pytest"):
+                if parser.has_section(section):
+                    values = dict(parser.items(section))
+                    break
+    except Exception as err:  # noqa: BLE001 - tomllib / configparser errors
+        raise FrozenError(f"--skill-court-checks-from: {where} cannot be read ({err}); the gate "
+                          "settings are read from it. Fix the file at that revision or drop the option") from None
+    return {key: str(values[key]).strip() for key in GATE_KEYS if key in values}
+
+
 class SuiteReader:
     """Reads each suite file of a session from the working tree or from ``ref``.
 
@@ -112,17 +180,7 @@ class SuiteReader:
 
     def _resolve(self, ref: str) -> None:
         """Raises FrozenError: no git repository here, or ``ref`` names no commit."""
-        top = git_top(self.rootdir)
-        if top is None:
-            raise FrozenError(f"--skill-court-checks-from {ref}: {self.rootdir} is not in a git work tree "
-                              "(or git is not installed); the suites' frozen version is read with git. "
-                              "Fix: run in a clone, or drop the option")
-        done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-        if done.returncode != 0 or not done.stdout.strip():
-            raise FrozenError(f"--skill-court-checks-from {ref}: no such revision in {top}. Fix: name a "
-                              "commit, branch or tag that exists here (in CI, fetch the base branch "
-                              "first, e.g. git fetch origin main, and pass origin/main)")
-        self._top, self._commit = top, done.stdout.strip()
+        self._top, self._commit = resolve_ref(self.rootdir, ref)
 
     def close(self) -> None:
         """Remove the extracted folders."""

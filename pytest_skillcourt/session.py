@@ -41,7 +41,7 @@ from .concurrency import LockedStore, RunAhead
 from .frozen import FrozenError, SuiteReader, SuiteSource
 from .garbage import Collector
 from .llm import TokenBudget
-from .options import FailOn, Settings
+from .options import DEFAULT_TASKS, FailOn, Settings
 from .protocol import has_skipping_mark, quiet_possible, run_served
 from .records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
 from .report.junit import JUNIT_PLUGIN, JunitRunData, add_judgments, check_family, logxml, pair_properties
@@ -116,7 +116,9 @@ class SkillCourt:
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
-        self.settings = settings
+        #: with --skill-court-checks-from: which gate settings REF's ini decided (said in the header)
+        self.frozen_gates: list[str] = []
+        self.settings = self._gates_from_ref(config, settings)
         self.is_worker = hasattr(config, "workerinput")
         workers = config.getoption("numprocesses", default=None)
         if settings.concurrency > 1 and (self.is_worker or workers not in (None, 0, "0")):
@@ -356,6 +358,41 @@ class SkillCourt:
                 raise pytest.UsageError(f"skill court: {err}") from None
 
     @pytest.hookimpl(optionalhook=True)
+    def _gates_from_ref(self, config: pytest.Config, settings: Settings) -> Settings:
+        """With ``--skill-court-checks-from REF``, the gate settings (``frozen.GATE_KEYS``)
+        come from the configuration file as it is at REF, not from the tree on trial: a pull
+        request must not pass by adding ``skill_court_fail_on = never``.  A value given on
+        the command line still wins (CI's own command is not the pull request's)."""
+        ref = settings.checks_from
+        if ref is None:
+            return settings
+        from .frozen import GATE_KEYS, gate_ini_at
+
+        try:
+            at_ref = gate_ini_at(Path(config.rootpath), ref, config.inipath)
+        except FrozenError as err:
+            raise pytest.UsageError(f"skill court: {err}") from None
+        changes: dict[str, Any] = {}
+        for key in GATE_KEYS:
+            field = key.removeprefix("skill_court_")
+            if config.getoption(key, default=None) not in (None, ""):
+                continue
+            raw = at_ref.get(key)
+            try:
+                value: Any = FailOn(raw or "hurts") if field == "fail_on" else int(raw or DEFAULT_TASKS)
+                if field == "tasks" and value < 1:
+                    raise ValueError(value)
+            except (ValueError, TypeError):
+                raise pytest.UsageError(
+                    f"skill court: ini {key} = {raw!r} in {config.inipath} at {ref} is not valid; the gate "
+                    "settings are read from that revision (--skill-court-checks-from)") from None
+            mine = getattr(settings, field)
+            if value != mine:
+                shown = [getattr(v, "value", v) for v in (value, mine)]
+                self.frozen_gates.append(f"{key} = {shown[0]} (from {ref}; this tree says {shown[1]})")
+            changes[field] = value
+        return dataclasses.replace(settings, **changes)
+
     def _collect_suite_dirs_too(self) -> list[str]:
         """With no paths on the command line pytest collects ini ``testpaths`` only; a
         project whose ``testpaths = ["tests"]`` would hide its ``skills_tests/`` from
@@ -395,6 +432,7 @@ class SkillCourt:
             backend = f"unavailable ({err})"
         added = ([f"skill court: also collecting {', '.join(self.added_paths)}/ (not in ini testpaths)"]
                  if self.added_paths else [])
+        added += [f"skill court: gate {line}" for line in self.frozen_gates]
         return added + [
             f"skill court: models {', '.join(s.models)}; agent {s.agent.value}; sandbox "
             f"{backend}{' (' + s.image + ')' if backend == 'docker' else ''}",

@@ -160,3 +160,21 @@ def test_outside_a_git_work_tree_the_option_is_a_usage_error(pytester: pytest.Py
         result = run_court(pytester, "--skill-court-checks-from", "HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "is not in a git work tree" in result.stderr.str()
+
+
+def test_the_gate_settings_come_from_the_base_too(pytester: pytest.Pytester) -> None:
+    """A pull request that adds ``skill_court_fail_on = never`` (and fewer tasks) to its own
+    ini still turns the build red: with --skill-court-checks-from the gate is the base's."""
+    with LLMServer(model) as server:
+        base_commit(pytester.path, server.base_url)
+        weakening_change(pytester.path)
+        ini_path = pytester.path / "pytest.ini"
+        ini_path.write_text(ini_path.read_text() + "skill_court_fail_on = never\nskill_court_tasks = 1\n")
+        loose = run_court(pytester)  # the tree's own settings: never fails
+        assert loose.ret == 0
+        gated = run_court(pytester, "--skill-court-checks-from", "HEAD")
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED, gated.stdout.str()
+    gated.assert_outcomes(passed=6, failed=1)  # three tasks, as the base says, and the HURTS fails
+    gated.stdout.fnmatch_lines([
+        "skill court: gate skill_court_fail_on = hurts (from HEAD; this tree says never)",
+        "skill court: gate skill_court_tasks = 6 (from HEAD; this tree says 1)"])
