@@ -529,6 +529,9 @@ def make_appeal(store: Any, skill: str, model: str, *, client_for: Callable[[str
                           model=row["model"], log=tmp / "draft-trial.log")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # the draft's verdict is about the live library ("changed since" compares with it), not
+    # the temporary copy it was tried in, which is gone now
+    store.set_trial_library(tried["trial"], str(project.library.resolve()))
     verdict = tried["verdict"].get("verdict") or {}
     decision, reason = decide(row["data"].get("verdict") or {}, verdict)
     appeal_id = store.record_appeal(**record, decision=decision, reason=reason,

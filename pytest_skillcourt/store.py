@@ -397,6 +397,12 @@ class Store:
         with self._write_with_marks() as db:
             db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utc_now(), trial))
 
+    def set_trial_library(self, trial: str, skills_dir: str) -> None:
+        """Say which library ``trial``'s verdicts are about (an appeal's draft trial ran on a
+        temporary copy: its verdicts are about the live library it may be applied to)."""
+        with self._write_with_marks() as db:
+            db.execute("UPDATE trials SET skills_dir = ? WHERE trial = ?", (skills_dir, trial))
+
     def trial_info(self, trial: str) -> dict[str, Any] | None:
         """The trials row of ``trial`` (argv decoded), or None."""
         row = self._db.execute(

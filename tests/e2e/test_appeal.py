@@ -161,6 +161,13 @@ def test_granted_appeal_then_apply_and_undo(court: Court, capsys: pytest.Capture
     assert sorted(p.name for p in court.skill_md.parent.iterdir()) == ["SKILL.md"]
     assert "Lifted the quarantine of house-format for model test-model (set by trial)" in out
     assert set(court.entries()) == {(SKILL, "other-model")}
+    # "changed since" of the verdict now in force (the draft's) compares against the live
+    # library it is about, not the temporary copy the draft was tried in
+    from pytest_skillcourt.report.store_report import UNCHANGED, report_rows
+
+    with _open(court.store) as store:
+        (row,) = [r for r in report_rows(store, skill=SKILL) if r.model.endswith(MODEL)]
+    assert (row.changed, row.verdict) == (UNCHANGED, "NEUTRAL"), row.changed_detail
     code, _, err = court.appeal(capsys, "apply", SKILL, "--yes")
     assert code == 2 and "already holds the draft" in err
 
