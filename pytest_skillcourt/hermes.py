@@ -31,7 +31,78 @@ sees one:
    without ``.md``, any other ``.md`` file in the skill's folder); and a
    ``skill_view`` result that loaded a hidden skill anyway is replaced by the
    refusal (``transform_tool_result``), judged by what the result says it
-   loaded, so no name form can slip through.
+   loaded, so no name form can slip through.  ``skill_manage`` on it is
+   refused the same way (an edit could rename it out of the quarantine);
+4. its text where Hermes loads it without the tool: ``/name`` slash commands
+   and stacked ``/a /b`` (``agent.skill_commands.build_skill_invocation_message``,
+   ``build_stacked_skill_invocation_message``), bundles
+   (``agent.skill_bundles.build_bundle_invocation_message``), ``-s``/``--skills``
+   and ``HERMES_TUI_SKILLS`` preloads (``build_preloaded_skills_prompt``),
+   gateway auto-skills and webhooks (``gateway/run.py``,
+   ``gateway/platforms/webhook.py``), all through
+   ``agent.skill_commands._load_skill_payload``, and cron jobs with ``skills:``
+   (``cron.scheduler._build_job_prompt``).  These call
+   ``tools.skills_tool.skill_view`` as a Python function, so no tool hook sees
+   them, and no documented hook runs between the load and the message; the
+   model is not known at load time either (a preload runs before the first
+   request).  So the two functions they all pass,
+   ``tools.skills_tool.skill_view`` and
+   ``agent.skill_commands._build_skill_message``, are wrapped at registration
+   (:func:`install_wrappers`; lazily, when Hermes imports them) only to
+   *record* what they returned (:class:`LoadLog`), and the ``llm_request``
+   middleware replaces each recorded text of a hidden skill, in every message
+   of every role, with the refusal (the user's own instruction after a slash
+   command stays);
+5. its folder and the court's data (``$HERMES_HOME/plugin-data/skill-court/``,
+   the quarantine file wherever ``$SKILL_COURT_QUARANTINE`` puts it, its lock
+   and temp files) for the file tools: ``read_file``, ``write_file``,
+   ``patch`` (both modes; every file a V4A patch names) and ``search_files``
+   on a path inside are refused (``pre_tool_call``; paths resolved as Hermes'
+   file tools resolve them, symbolic links followed), and ``search_files``
+   matches inside are dropped from its result.  An edit of
+   ``$HERMES_HOME/config.yaml`` that changes its ``skill-court`` lines (or a
+   ``patch`` of it about ``plugins``) is refused: it could disable the plugin;
+6. the same places for the terminal, ``execute_code`` and ``process`` (stdin of
+   a running process): a command or program that names a hidden skill's
+   folder (its path in any spelling with ``~``, ``$HOME`` or ``$HERMES_HOME``,
+   or its folder name beside a ``/``), the data folder, the quarantine file or
+   the court itself (``skill-court``, ``hermes ... court``: its ``release``
+   would lift the quarantine) is refused.  Any other tool whose arguments
+   name one of these places by its absolute path (``browser_navigate`` to a
+   ``file://`` URL, MCP tools, ...) is refused too;
+7. its text in Hermes' auxiliary model calls, which no middleware sees
+   (``agent.auxiliary_client.call_llm``/``async_call_llm``: the session title,
+   made from the first 500 characters of the first message, which after a
+   slash command is the skill; context compression; session-search
+   summaries; vision; MoA): both are wrapped (like 4) and their messages go
+   through the same removal for the model the call resolves to (explicit
+   ``model``, else the task's configured one, else the main runtime's);
+8. whatever of its text still arrives: every line (16 characters or more) of
+   the hidden skill's files is replaced by a marker in every tool result
+   (``transform_tool_result``; so ``find ~ -name SKILL.md -exec cat {} +``
+   shows the other skills only) and in every message of every request
+   (``llm_request``: session search results, ``@file`` references, a
+   session resumed in another process, whose loads this one never
+   recorded, text another model was shown), in the forms ``cat -n``,
+   ``read_file``, ``grep`` and a 500-character snippet print.
+
+What a determined shell command (or program) can still do, and why that is
+accepted: the check reads the text of the command, not what it does, so a
+command that builds the path at run time (``cd cat; cd house-*``, a variable
+assembled from pieces, Python joining strings) and prints the text *encoded*
+(``base64``, ``rev``, one word a line) passes both the check and the line
+marker, and lines shorter than 16 characters are never marked; so does a
+command that edits ``config.yaml`` or the quarantine file without naming them
+(``hermes config set ...``).  The quarantine's job is to keep a skill from
+*steering* a model it hurts, which it does on every route Hermes itself
+offers (index, tools, slash commands, bundles, preloads, cron, file tools,
+auxiliary calls); a model that sets out to decode a skill with a shell has a
+shell, and only the sandbox (no terminal for that model, or a container
+backend without ``$HERMES_HOME`` mounted) can take that away.  Also not
+covered: text *rewritten* by another model that may see the skill, such as
+Hermes' curator folding a quarantined skill into an umbrella skill or a
+compression summary written by a different auxiliary model (lines copied
+verbatim are still marked; a paraphrase is not).
 
 Other models keep seeing the skill.  Hiding never edits a skill; releasing it
 (``hermes court release SKILL --model M`` or ``skill-court release ...``) brings
@@ -65,6 +136,7 @@ import shlex
 import sys
 import textwrap
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -721,6 +793,649 @@ def refusal_message(entry: QuarantineEntry, model: str | None, path: Path) -> st
     )
 
 
+# -- skill text Hermes loads without the skill_view tool ---------------------------
+#
+# Slash commands (``/name``, stacked ``/a /b``), bundles, ``-s``/``HERMES_TUI_SKILLS``
+# preloads, gateway auto-skills and webhooks all go through
+# ``agent.skill_commands._load_skill_payload`` -> ``tools.skills_tool.skill_view``
+# (a Python call, not a tool call: no ``pre_tool_call``, no
+# ``transform_tool_result``) and ``agent.skill_commands._build_skill_message``;
+# cron jobs with ``skills:`` call ``skill_view`` and paste its ``content``.  The
+# model is not known there (a preload runs before the first request, a slash
+# command may come before the session's first request), so these two functions
+# are wrapped at registration only to *record* what they returned; the
+# ``llm_request`` middleware, which knows the model exactly, removes the recorded
+# text from every message of a model the skill is hidden from.
+
+#: Recorded texts shorter than this are not searched for (a tiny text could match anything).
+RECORDED_MIN = 32
+#: How many loaded texts are remembered (least recently loaded go first).
+LOAD_MEMORY_SIZE = 128
+
+
+class LoadLog:
+    """Texts of skills Hermes loaded -> the names of the skills they are; bounded LRU, thread-safe."""
+
+    def __init__(self, size: int = LOAD_MEMORY_SIZE) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._map: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+    def record(self, text: Any, names: Iterable[str]) -> None:
+        names = frozenset(n for n in names if isinstance(n, str) and n)
+        if not isinstance(text, str) or len(text.strip()) < RECORDED_MIN or not names:
+            return
+        with self._lock:
+            self._map[text] = self._map.get(text, frozenset()) | names
+            self._map.move_to_end(text)
+            while len(self._map) > self._size:
+                self._map.popitem(last=False)
+
+    def texts(self, hidden: Container[str]) -> list[tuple[str, str]]:
+        """``(text, hidden skill it is)`` for the recorded texts of hidden skills, longest first."""
+        with self._lock:
+            items = list(self._map.items())
+        found = [(text, min(n for n in names if n in hidden)) for text, names in items
+                 if any(n in hidden for n in names)]
+        return sorted(found, key=lambda item: -len(item[0]))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._map)
+
+
+#: The loads of this process (the wrappers are process-wide, like the functions they wrap).
+LOADS = LoadLog()
+
+
+def _loaded_skill_names(loaded: Any, skill_dir: Any) -> set[str]:
+    """The names of the skill ``_build_skill_message(loaded, skill_dir, ...)`` formats."""
+    lookup = hermes_skill_lookup()
+    parse = lookup.parse_frontmatter if lookup is not None else _plain_parse
+    names: set[str] = set()
+    if isinstance(loaded, dict):
+        if isinstance(loaded.get("name"), str):
+            names.add(loaded["name"])
+        skill_dir = skill_dir or loaded.get("skill_dir")
+    if skill_dir:
+        folder = Path(str(skill_dir))
+        names |= {folder.name, _name_of(folder / "SKILL.md", parse)}
+    names.discard("")
+    return names
+
+
+def _skill_part(original: Callable[..., Any], message: Any, loaded_skill: Any, skill_dir: Any,
+                args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The skill's part of a ``_build_skill_message`` result: without the user's
+    instruction and the runtime note Hermes appends (they are the user's, not the
+    skill's, and must reach the model whatever happens to the skill)."""
+    if not isinstance(message, str):
+        return message
+    import inspect
+
+    try:
+        bound = inspect.signature(original).bind(loaded_skill, skill_dir, *args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return message
+    instruction, note = bound.get("user_instruction") or "", bound.get("runtime_note") or ""
+    tail = ""
+    if instruction:
+        tail += f"\n\nThe user has provided the following instruction alongside the skill invocation: {instruction}"
+    if note:
+        tail += f"\n\n[Runtime note: {note}]"
+    return message[:-len(tail)] if tail and message.endswith(tail) else message
+
+
+def _recording_build(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``agent.skill_commands._build_skill_message``, recording the block it returns."""
+
+    @functools.wraps(original)
+    def _build_skill_message(loaded_skill: Any, skill_dir: Any = None, *args: Any, **kwargs: Any) -> Any:
+        message = original(loaded_skill, skill_dir, *args, **kwargs)
+        try:
+            names = _loaded_skill_names(loaded_skill, skill_dir)
+            LOADS.record(_skill_part(original, message, loaded_skill, skill_dir, args, kwargs), names)
+            if isinstance(loaded_skill, dict):
+                LOADS.record(loaded_skill.get("content"), names)
+        except Exception:
+            logger.debug("skill-court: could not record a skill message", exc_info=True)
+        return message
+
+    _build_skill_message.__skill_court__ = True  # type: ignore[attr-defined]
+    return _build_skill_message
+
+
+def _recording_view(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``tools.skills_tool.skill_view``, recording the text a successful call returns."""
+
+    @functools.wraps(original)
+    def skill_view(name: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(name, *args, **kwargs)
+        try:
+            data = json.loads(result) if isinstance(result, str) else None
+            if isinstance(data, dict) and data.get("success") is True:
+                file_path = kwargs.get("file_path", args[0] if args else None)
+                LOADS.record(data.get("content"), viewed_names(result, {"name": name, "file_path": file_path}))
+        except Exception:
+            logger.debug("skill-court: could not record a skill_view result", exc_info=True)
+        return result
+
+    skill_view.__skill_court__ = True  # type: ignore[attr-defined]
+    return skill_view
+
+
+#: The plugin whose quarantine the auxiliary-call wrappers apply (the one ``register`` made).
+_ACTIVE: "SkillCourtPlugin | None" = None
+
+
+def _aux_model(task: Any, kwargs: Mapping[str, Any]) -> str | None:
+    """The model an auxiliary call will use, as ``agent.auxiliary_client.call_llm`` picks it:
+    an explicit ``model``, else the task's configured model, else the main runtime's."""
+    if isinstance(kwargs.get("model"), str) and kwargs["model"]:
+        return kwargs["model"]
+    client = sys.modules.get("agent.auxiliary_client")
+    resolve = getattr(client, "_resolve_task_provider_model", None)
+    if callable(resolve):
+        try:
+            resolved = resolve(task, kwargs.get("provider"), kwargs.get("model"), kwargs.get("base_url"),
+                               kwargs.get("api_key"))[1]
+            if isinstance(resolved, str) and resolved:
+                return resolved
+        except Exception:
+            pass
+    runtime = kwargs.get("main_runtime")
+    model = runtime.get("model") if isinstance(runtime, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
+def _scrub_aux(task: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    plugin = _ACTIVE
+    if plugin is None or not isinstance(kwargs.get("messages"), list):
+        return kwargs
+    try:
+        messages = plugin.scrub_messages(kwargs["messages"], _aux_model(task, kwargs))
+    except Exception:
+        logger.debug("skill-court: could not check an auxiliary call", exc_info=True)
+        return kwargs
+    return kwargs if messages is None else {**kwargs, "messages": messages}
+
+
+def _scrubbing_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``agent.auxiliary_client.call_llm``, with the hidden skills' text taken out of its messages."""
+
+    @functools.wraps(original)
+    def call_llm(task: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return original(task, *args, **_scrub_aux(task, kwargs))
+
+    call_llm.__skill_court__ = True  # type: ignore[attr-defined]
+    return call_llm
+
+
+def _scrubbing_async_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``agent.auxiliary_client.async_call_llm``, likewise."""
+
+    @functools.wraps(original)
+    async def async_call_llm(task: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return await original(task, *args, **_scrub_aux(task, kwargs))
+
+    async_call_llm.__skill_court__ = True  # type: ignore[attr-defined]
+    return async_call_llm
+
+
+#: Hermes module -> (attribute, wrapper factory): the functions every skill load outside
+#: the tool passes, and the auxiliary model calls no middleware sees.
+_WRAPPED: dict[str, tuple[tuple[str, Callable[[Callable[..., Any]], Callable[..., Any]]], ...]] = {
+    "agent.skill_commands": (("_build_skill_message", _recording_build),),
+    "tools.skills_tool": (("skill_view", _recording_view),),
+    "agent.auxiliary_client": (("call_llm", _scrubbing_call), ("async_call_llm", _scrubbing_async_call)),
+}
+
+
+def _wrap_module(module: Any, rebind: bool = False) -> None:
+    """Wrap ``module``'s functions of :data:`_WRAPPED`; with ``rebind`` (the module was
+    imported before the plugin registered), also every ``from module import name``
+    binding other loaded modules already hold."""
+    for attribute, make in _WRAPPED.get(getattr(module, "__name__", ""), ()):
+        function = getattr(module, attribute, None)
+        if not callable(function) or getattr(function, "__skill_court__", False):
+            continue
+        wrapper = make(function)
+        setattr(module, attribute, wrapper)
+        if rebind:
+            for other in list(sys.modules.values()):
+                try:  # vars(), not getattr(): a lazy module's __getattr__ must not run
+                    if other is not module and vars(other).get(attribute) is function:
+                        setattr(other, attribute, wrapper)
+                except Exception:
+                    continue
+
+
+class _WrappingLoader:
+    """A module loader that wraps the module's functions once it has run."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._inner, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        try:
+            _wrap_module(module)
+        except Exception:
+            logger.warning("skill-court: could not wrap %s", getattr(module, "__name__", "?"), exc_info=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _WrapOnImport:
+    """A ``sys.meta_path`` finder that hands the modules of :data:`_WRAPPED` a
+    :class:`_WrappingLoader` (so they need not be imported at registration, which
+    would cost ``tools.skills_tool``'s 60 ms to every ``hermes`` command)."""
+
+    __skill_court__ = True
+
+    def __init__(self) -> None:
+        self._busy: set[str] = set()
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _WRAPPED or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._busy.discard(fullname)
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _WrappingLoader(spec.loader)
+        return spec
+
+
+def install_wrappers() -> None:
+    """Wrap the load functions now if Hermes imported them, else when it does (idempotent)."""
+    for name in _WRAPPED:
+        module = sys.modules.get(name)
+        if module is not None:
+            _wrap_module(module, rebind=True)
+    if not any(getattr(finder, "__skill_court__", False) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WrapOnImport())
+
+
+# -- the folders and lines a constrained model's tools may not reach ------------------
+
+#: Lines of a hidden skill's files shorter than this are not removed from what a model reads.
+SCRUB_MIN_LINE = 16
+#: Seconds a scan for the hidden skills' folders is trusted (a skill created since waits this long).
+FOLDER_SCAN_TTL = 10.0
+_SCRUB_FILE_MAX = 256 * 1024
+_SCRUB_FILES_MAX = 200
+#: What stands where lines of a hidden skill were taken out.
+SCRUB_MARKER = "[skill-court: text of a skill quarantined for this model removed]"
+_COURT_WORD_RE = re.compile(r"skill[-_ ]?court", re.IGNORECASE)
+_HERMES_COURT_RE = re.compile(r"\bhermes\b[^\n;|&]*\bcourt\b")
+_CONFIG_NAME = "config.yaml"
+_V4A_PATH_RE = re.compile(r"^\s*\*\*\*\s*(?:Update|Add|Delete)\s+File:\s*(.+?)\s*$", re.MULTILINE)
+_V4A_MOVE_RE = re.compile(r"^\s*\*\*\*\s*Move\s+File:\s*(.+?)\s*->\s*(.+?)\s*$", re.MULTILINE)
+#: Tools whose every string argument is shell or program text (checked by :meth:`Closed.text_reason`).
+SHELL_TOOLS = frozenset({"terminal", "execute_code", "process"})
+#: File tools and their path arguments.
+FILE_TOOLS = frozenset({"read_file", "write_file", "patch", "search_files"})
+
+
+def _search_dirs() -> list[Path]:
+    lookup = hermes_skill_lookup()
+    try:
+        return lookup.search_dirs() if lookup is not None else _fallback_dirs()
+    except Exception:
+        return _fallback_dirs()
+
+
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _line_keys(line: str) -> Iterable[str]:
+    """The forms a line of a file takes in tool output: itself, and after a
+    ``cat -n``/``read_file`` number, a ``grep`` ``path:line:`` prefix or a diff sign."""
+    stripped = line.strip()
+    yield stripped
+    yield stripped.lstrip("+-> \t")
+    rest = stripped
+    for _ in range(3):
+        cut = min((i for i in (rest.find(":"), rest.find("|"), rest.find("\t")) if i >= 0), default=-1)
+        if cut < 0:
+            break
+        rest = rest[cut + 1:]
+        yield rest.strip()
+
+
+def scrub_text(text: str, lines: Container[str], blocks: Sequence[tuple[str, str]] = ()) -> str:
+    """``text`` without hidden skills' text: each recorded ``(block, replacement)`` replaced,
+    then every line that is a line of ``lines`` (in any of the forms :func:`_line_keys`
+    knows) replaced by :data:`SCRUB_MARKER`, runs collapsed.  JSON text (a tool
+    result) is scrubbed value by value and re-encoded only when something changed."""
+    if not text or not (lines or blocks):
+        return text
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, (dict, list)):
+            new = _scrub_json(data, lines, blocks)
+            return text if new == data else json.dumps(new, ensure_ascii=False)
+    for block, replacement in blocks:
+        if block in text:
+            text = text.replace(block, replacement)
+    if not lines:
+        return text
+    out: list[str] = []
+    changed = False
+    split = text.split("\n")
+    for index, line in enumerate(split):
+        if len(line) >= SCRUB_MIN_LINE and (any(
+                key in lines for key in _line_keys(line) if len(key) >= SCRUB_MIN_LINE)  # type: ignore[operator]
+                or (index in (0, len(split) - 1) and _cut_line(line.strip(), lines, first=index == 0,
+                                                                last=index == len(split) - 1))):
+            changed = True
+            if not out or out[-1] != SCRUB_MARKER:
+                out.append(SCRUB_MARKER)
+        else:
+            out.append(line)
+    return "\n".join(out) if changed else text
+
+
+def _cut_line(piece: str, lines: Container[str], first: bool, last: bool) -> bool:
+    """Whether the first or last line of a text is a line of ``lines`` cut short (a
+    snippet: Hermes sends the first 500 characters of a message to title a session)."""
+    if len(piece) < SCRUB_MIN_LINE or not isinstance(lines, (set, frozenset)):
+        return False
+    return any((last and line.startswith(piece)) or (first and line.endswith(piece)) for line in lines)
+
+
+def _scrub_json(value: Any, lines: Container[str], blocks: Sequence[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return scrub_text(value, lines, blocks)
+    if isinstance(value, list):
+        return [_scrub_json(v, lines, blocks) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub_json(v, lines, blocks) for k, v in value.items()}
+    return value
+
+
+#: Keys whose string values are text a model reads, in every request shape Hermes sends
+#: (chat ``content``, content parts' ``text``, Responses ``output``/``input``/``instructions``,
+#: Anthropic ``system`` and ``tool_result`` ``content``).
+_TEXT_KEYS = frozenset({"content", "text", "output", "input", "system", "instructions"})
+
+
+def map_request_texts(request: Mapping[str, Any], change: Callable[[str], str]) -> dict[str, Any] | None:
+    """A copy of a provider request with ``change`` applied to every text the model reads
+    (system prompt, every message of every role, tool results; not tool names, ids or
+    call arguments), or None when nothing changed."""
+    changed = False
+
+    def walk(value: Any, is_text: bool) -> Any:
+        nonlocal changed
+        if isinstance(value, str):
+            if not is_text:
+                return value
+            new = change(value)
+            changed = changed or new != value
+            return new
+        if isinstance(value, list):
+            return [walk(item, is_text) for item in value]
+        if isinstance(value, dict):
+            return {key: walk(item, key in _TEXT_KEYS) for key, item in value.items()}
+        return value
+
+    new = dict(request)
+    for key in ("system", "instructions", "messages", "input"):
+        if key in request:
+            new[key] = walk(request[key], True)
+    return new if changed else None
+
+
+def _folder_lines(folder: Path) -> frozenset[str]:
+    """The lines (stripped, at least :data:`SCRUB_MIN_LINE` long) of the text files of a skill folder."""
+    found: set[str] = set()
+    count = 0
+    for current, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            count += 1
+            if count > _SCRUB_FILES_MAX:
+                return frozenset(found)
+            path = Path(current) / name
+            try:
+                if path.stat().st_size > _SCRUB_FILE_MAX:
+                    continue
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found.update(s for s in (line.strip() for line in text.splitlines()) if len(s) >= SCRUB_MIN_LINE)
+    return frozenset(found)
+
+
+def _folder_signature(folder: Path) -> tuple[Any, ...]:
+    items: list[Any] = []
+    for current, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            try:
+                st = os.stat(os.path.join(current, name))
+            except OSError:
+                continue
+            items.append((current, name, st.st_size, st.st_mtime_ns))
+            if len(items) > _SCRUB_FILES_MAX:
+                return tuple(items)
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What the tools of a model with quarantined skills may not reach."""
+
+    skills: Mapping[Path, str]  # real path of a hidden skill's folder -> the skill's name
+    court: Path  # the court's data folder ($HERMES_HOME/plugin-data/skill-court), real path
+    quarantine: Path  # the quarantine file, real path (it may live outside the data folder)
+    config: Path  # $HERMES_HOME/config.yaml, real path (it enables the plugin)
+    lines: frozenset[str] = frozenset()  # lines of the hidden skills' files
+    home: Path | None = None  # the user's home (for ``~`` forms of the paths)
+    hermes: Path | None = None  # $HERMES_HOME (for ``$HERMES_HOME`` forms)
+
+    def path_reason(self, path: Path | str) -> tuple[str, str] | None:
+        """``(kind, skill)`` when ``path`` lies in a closed place: kind ``skill``
+        (a hidden skill's folder), ``court`` (the data folder or the quarantine
+        file, with its lock and temp files); None when it does not."""
+        raw = os.path.expanduser(str(path))
+        forms = {_real(raw), Path(os.path.normpath(os.path.abspath(raw)))}
+        for form in forms:
+            for folder, name in self.skills.items():
+                if _within(form, folder):
+                    return "skill", name
+            if _within(form, self.court):
+                return "court", ""
+            q = self.quarantine
+            if form == q or (form.parent == q.parent and (form.name == q.name + ".lock"
+                                                          or form.name.startswith("." + q.name + "."))):
+                return "court", ""
+        return None
+
+    def _spellings(self, path: Path) -> set[str]:
+        text = str(path)
+        out = {text}
+        for base, names in ((self.hermes, ("$HERMES_HOME", "${HERMES_HOME}")), (self.home, ("~", "$HOME", "${HOME}"))):
+            if base is not None and _within(path, base) and path != base:
+                rest = text[len(str(base)):]
+                out.update(n + rest for n in names)
+        return out
+
+    def text_reason(self, text: str) -> tuple[str, str] | None:
+        """``(kind, skill)`` when shell or program text names a closed place: a hidden
+        skill's folder (its path, or its folder name beside a ``/``), the court's data
+        folder, the quarantine file, or the court itself (``skill-court``,
+        ``hermes ... court``: its ``release`` would lift the quarantine)."""
+        if not isinstance(text, str) or not text:
+            return None
+        for folder, name in self.skills.items():
+            if any(s in text for s in self._spellings(folder)):
+                return "skill", name
+            base = re.escape(folder.name)
+            if re.search(rf"(?<=/){base}(?![\w.-])|(?<![\w.-]){base}/", text):
+                return "skill", name
+        for place in (self.court, self.quarantine):
+            if any(s in text for s in self._spellings(place)):
+                return "court", ""
+        if "plugin-data/skill-court" in text or _COURT_WORD_RE.search(text) or _HERMES_COURT_RE.search(text):
+            return "court", ""
+        if re.search(rf"(?<![\w.-]){re.escape(self.quarantine.name)}(?![\w-])", text):
+            return "court", ""
+        return None
+
+    def mentions_path(self, text: str) -> tuple[str, str] | None:
+        """``(kind, skill)`` when any text names a closed place by its absolute path."""
+        if not isinstance(text, str) or "/" not in text:
+            return None
+        for folder, name in self.skills.items():
+            if any(s in text for s in self._spellings(folder)):
+                return "skill", name
+        for place in (self.court, self.quarantine):
+            if any(s in text for s in self._spellings(place)):
+                return "court", ""
+        return None
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def tool_paths(tool_name: str, args: Mapping[str, Any]) -> list[str]:
+    """The file paths a file tool call reads or writes (``patch`` in V4A mode: every
+    file its patch names), and the ``workdir`` of a terminal call."""
+    paths: list[str] = []
+    if tool_name in FILE_TOOLS or tool_name == "terminal":
+        for key in ("path", "workdir"):
+            if isinstance(args.get(key), str) and args[key].strip():
+                paths.append(args[key].strip())
+        if tool_name == "search_files" and not paths:
+            paths.append(".")
+    if tool_name == "patch" and isinstance(args.get("patch"), str):
+        paths += _V4A_PATH_RE.findall(args["patch"])
+        for old, new in _V4A_MOVE_RE.findall(args["patch"]):
+            paths += [old, new]
+    return paths
+
+
+def resolve_tool_path(raw: str, task_id: Any = None) -> list[Path]:
+    """Where a tool's ``raw`` path lands: as Hermes' file tools resolve it (against
+    the task's terminal cwd, ``~`` expanded) and, to be safe, against this process."""
+    out: list[Path] = []
+    file_tools = sys.modules.get("tools.file_tools")
+    resolver = getattr(file_tools, "_resolve_path", None)
+    if callable(resolver):
+        try:
+            out.append(Path(str(resolver(raw, task_id if isinstance(task_id, str) and task_id else "default"))))
+        except Exception:
+            pass
+    expanded = os.path.expandvars(os.path.expanduser(raw))
+    out.append(Path(expanded) if os.path.isabs(expanded) else Path(os.getcwd()) / expanded)
+    return out
+
+
+def filter_search_result(result: str, closed: Closed, task_id: Any = None) -> str | None:
+    """A ``search_files`` result without the matches in closed places (paths resolved as
+    the file tools resolve them: Hermes may print them relative to the task's cwd),
+    ``total_count`` lowered by what went; None when nothing was there."""
+    try:
+        data = json.loads(result)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def is_closed(path: Any) -> bool:
+        return isinstance(path, str) and any(closed.path_reason(p) for p in resolve_tool_path(path, task_id))
+
+    dropped = 0
+    if isinstance(data.get("matches"), list):
+        kept = [m for m in data["matches"] if not (isinstance(m, dict) and is_closed(m.get("path")))]
+        dropped += len(data["matches"]) - len(kept)
+        data["matches"] = kept
+    if isinstance(data.get("files"), list):
+        kept_files = [f for f in data["files"] if not is_closed(f)]
+        dropped += len(data["files"]) - len(kept_files)
+        data["files"] = kept_files
+    changed = dropped > 0
+    if isinstance(data.get("counts"), dict):
+        gone = {p: n for p, n in data["counts"].items() if is_closed(p)}
+        if gone:
+            changed = True
+            dropped += sum(n for n in gone.values() if isinstance(n, int))
+            data["counts"] = {p: n for p, n in data["counts"].items() if p not in gone}
+    if not changed:
+        return None
+    if isinstance(data.get("total_count"), int):
+        data["total_count"] = max(0, data["total_count"] - dropped)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _court_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if "skill-court" in line]
+
+
+def changes_plugin_config(tool_name: str, args: Mapping[str, Any], config: Path) -> bool:
+    """Whether a ``write_file``/``patch`` of ``config.yaml`` would change how the plugin is
+    enabled (its ``skill-court`` lines, or for ``patch`` any text about ``plugins``)."""
+    if tool_name == "write_file":
+        try:
+            before = config.read_text(encoding="utf-8")
+        except OSError:
+            before = ""
+        content = args.get("content")
+        return isinstance(content, str) and _court_lines(before) != _court_lines(content)
+    if tool_name == "patch":
+        text = "\n".join(s for s in _strings({k: args.get(k) for k in ("old_string", "new_string", "patch")}))
+        return "skill-court" in text or "plugins" in text
+    return False
+
+
+def closed_message(kind: str, entry: QuarantineEntry | None, model: str | None, path: Path, what: str = "") -> str:
+    """What the model reads when a tool call into a closed place is refused."""
+    who = f"model '{model}'" if model else "this model"
+    if kind == "config":
+        return (f"skill-court: this edit of {_CONFIG_NAME} would change how the skill-court plugin is enabled; "
+                f"{who} may not make it while a skill is quarantined for it. The {what or 'tool call'} was not run.")
+    if kind == "skill" and entry is not None:
+        return (f"{refusal_message(entry, model, path)} Its folder is closed to {who} too: "
+                f"the {what or 'tool call'} was not run.")
+    return (f"skill-court: the court's data (the quarantine file {path} and the folder beside it) is closed "
+            f"to {who} while a skill is quarantined for it; the {what or 'tool call'} was not run. "
+            f"Carry on without it; a user can change the quarantine with `hermes court`.")
+
+
 # -- the plugin -----------------------------------------------------------------
 
 
@@ -744,10 +1459,18 @@ def _never_raises(method: Callable[..., Any]) -> Callable[..., Any]:
 class SkillCourtPlugin:
     """The callbacks ``register`` hands to Hermes; one instance per Hermes process."""
 
-    def __init__(self, view: QuarantineView | None = None, memory: ModelMemory | None = None) -> None:
+    def __init__(self, view: QuarantineView | None = None, memory: ModelMemory | None = None,
+                 loads: LoadLog | None = None, skills_dirs: Callable[[], Sequence[Path]] | None = None,
+                 home: Callable[[], Path] | None = None) -> None:
         self.view = view or QuarantineView()
         self.memory = memory or ModelMemory()
+        self.loads = loads if loads is not None else LOADS
+        self._skills_dirs = skills_dirs or _search_dirs
+        self._home = home or hermes_home
         self._failed: set[str] = set()
+        self._lock = threading.Lock()
+        self._scan: tuple[Any, float, dict[Path, str]] | None = None
+        self._lines: dict[Path, tuple[tuple[Any, ...], frozenset[str]]] = {}
 
     def _hidden(self, model: str | None) -> Mapping[str, QuarantineEntry]:
         return self.view.index().hidden(model)
@@ -757,6 +1480,122 @@ class SkillCourtPlugin:
             if name in hidden:
                 return refusal_message(hidden[name], model, self.view.path)
         return None
+
+    # -- what a constrained model may not reach --
+
+    def hidden_folders(self, hidden: Container[str] | Iterable[str]) -> dict[Path, str]:
+        """Real path of each folder (in the dirs ``skill_view`` searches) holding a hidden
+        skill -> its name; a folder counts when the name Hermes gives its ``SKILL.md``
+        or the folder's own name is hidden.  One scan is trusted for
+        :data:`FOLDER_SCAN_TTL` seconds while its folders still exist."""
+        names = frozenset(hidden)  # type: ignore[arg-type]
+        try:
+            dirs = tuple(Path(d) for d in self._skills_dirs())
+        except Exception:
+            dirs = tuple(_fallback_dirs())
+        key = (names, dirs)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._scan
+        if cached is not None and cached[0] == key and now - cached[1] < FOLDER_SCAN_TTL \
+                and all(folder.is_dir() for folder in cached[2]):
+            return cached[2]
+        lookup = hermes_skill_lookup()
+        parse = lookup.parse_frontmatter if lookup is not None else _plain_parse
+        found: dict[Path, str] = {}
+        seen: set[Path] = set()
+        for base in dirs:
+            if not base.is_dir():
+                continue
+            for current, subdirs, files in os.walk(base, followlinks=True):
+                real = _real(current)
+                if real in seen:
+                    subdirs[:] = []
+                    continue
+                seen.add(real)
+                subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+                if "SKILL.md" in files:
+                    folder = Path(current)
+                    name = _name_of(folder / "SKILL.md", parse)
+                    hit = name if name in names else folder.name if folder.name in names else None
+                    if hit is not None:
+                        found.setdefault(real, hit)
+        with self._lock:
+            self._scan = (key, now, found)
+        return found
+
+    def _folder_lines(self, folder: Path) -> frozenset[str]:
+        signature = _folder_signature(folder)
+        with self._lock:
+            cached = self._lines.get(folder)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        lines = _folder_lines(folder)
+        with self._lock:
+            if len(self._lines) > 256:
+                self._lines.clear()
+            self._lines[folder] = (signature, lines)
+        return lines
+
+    def closed(self, hidden: Mapping[str, QuarantineEntry]) -> Closed:
+        """The places the tools of a model with these hidden skills may not reach."""
+        folders = self.hidden_folders(hidden)
+        lines: set[str] = set()
+        for folder in folders:
+            lines |= self._folder_lines(folder)
+        try:
+            home = Path(self._home())
+        except Exception:
+            home = _fallback_dirs()[0].parent
+        return Closed(skills=folders, court=_real(home / auto.HERMES_DATA), quarantine=_real(self.view.path),
+                      config=_real(home / _CONFIG_NAME), lines=frozenset(lines), home=_real(Path.home()),
+                      hermes=_real(home))
+
+    def _blocks(self, hidden: Mapping[str, QuarantineEntry], model: str | None) -> list[tuple[str, str]]:
+        """``(recorded text, what replaces it)`` for the loaded texts of hidden skills."""
+        return [(text, f"[{refusal_message(hidden[name], model, self.view.path)}]")
+                for text, name in self.loads.texts(hidden)]
+
+    def _scrubber(self, hidden: Mapping[str, QuarantineEntry], model: str | None) -> Callable[[str], str] | None:
+        blocks = self._blocks(hidden, model)
+        lines = self.closed(hidden).lines
+        if not blocks and not lines:
+            return None
+        return lambda text: scrub_text(text, lines, blocks)
+
+    def scrub_messages(self, messages: list[Any], model: str | None) -> list[Any] | None:
+        """``messages`` (an auxiliary call's: session title, context compression, ...)
+        without the text of the skills hidden from ``model``, or None when nothing changed."""
+        hidden = self._hidden(model)
+        scrub = self._scrubber(hidden, model) if hidden else None
+        if scrub is None:
+            return None
+        out = map_request_texts({"messages": messages}, scrub)
+        return out["messages"] if out is not None else None
+
+    def _closed_reason(self, tool_name: str, args: Mapping[str, Any], task_id: Any,
+                       closed: Closed) -> tuple[str, str] | None:
+        for raw in tool_paths(tool_name, args):
+            for path in resolve_tool_path(raw, task_id):
+                found = closed.path_reason(path)
+                if found is not None:
+                    return found
+                if tool_name in ("write_file", "patch") and _real(path) == closed.config \
+                        and changes_plugin_config(tool_name, args, closed.config):
+                    return "config", ""
+        if tool_name in SHELL_TOOLS:
+            for text in _strings(dict(args)):
+                found = closed.text_reason(text)
+                if found is not None:
+                    return found
+        elif tool_name not in FILE_TOOLS:
+            for text in _strings(dict(args)):
+                found = closed.mentions_path(text)
+                if found is not None:
+                    return found
+        return None
+
+    # -- the callbacks --
 
     @_never_raises
     def remember_model(self, model: Any = None, session_id: Any = None, task_id: Any = None, **kwargs: Any) -> None:
@@ -768,28 +1607,44 @@ class SkillCourtPlugin:
     def on_llm_request(
         self, request: Any = None, model: Any = None, session_id: Any = None, task_id: Any = None, **kwargs: Any
     ) -> dict[str, Any] | None:
-        """``llm_request`` middleware: drop hidden skills from the system prompt."""
+        """``llm_request`` middleware: drop hidden skills from the system prompt's index, and
+        their text from every message (what slash commands, bundles, preloads, cron jobs
+        and tool results carried in)."""
         self.memory.remember(model, task_id=task_id, session_id=session_id)
         if not isinstance(request, dict):
             return None
         asked = model if isinstance(model, str) and model else request.get("model")
-        hidden = self._hidden(asked if isinstance(asked, str) and asked else None)
+        asked = asked if isinstance(asked, str) and asked else None
+        hidden = self._hidden(asked)
+        if not hidden:
+            return None
         removed: set[str] = set()
         new = hide_in_request(request, hidden, removed)
+        scrub = self._scrubber(hidden, asked)
+        scrubbed = map_request_texts(new if new is not None else request, scrub) if scrub is not None else None
+        if scrubbed is not None:
+            new = scrubbed
         if new is None:
             return None
-        shown = sorted(removed)
-        more = f" and {len(shown) - 20} more" if len(shown) > 20 else ""
-        return {"request": new, "source": "skill-court", "reason": f"hid quarantined skills: {', '.join(shown[:20])}{more}"}
+        reasons = []
+        if removed:
+            shown = sorted(removed)
+            more = f" and {len(shown) - 20} more" if len(shown) > 20 else ""
+            reasons.append(f"hid quarantined skills: {', '.join(shown[:20])}{more}")
+        if scrubbed is not None:
+            reasons.append("removed the text of quarantined skills from the messages")
+        return {"request": new, "source": "skill-court", "reason": "; ".join(reasons)}
 
     @_never_raises
     def on_transform_tool_result(
         self, tool_name: Any = None, args: Any = None, result: Any = None, session_id: Any = None,
         task_id: Any = None, **kwargs: Any,
     ) -> str | None:
-        """``transform_tool_result``: drop hidden skills from ``skills_list`` results, and
-        refuse a ``skill_view`` result that shows a hidden skill however it was named."""
-        if tool_name not in ("skills_list", "skill_view") or not isinstance(result, str):
+        """``transform_tool_result``: drop hidden skills from ``skills_list`` results, refuse a
+        ``skill_view`` result that shows a hidden skill however it was named, drop
+        ``search_files`` matches in closed places, and take the hidden skills' text
+        out of every other tool's result (terminal output, code output, ...)."""
+        if not isinstance(tool_name, str) or not isinstance(result, str):
             return None
         model = self.memory.lookup(task_id=task_id, session_id=session_id)
         hidden = self._hidden(model)
@@ -797,22 +1652,37 @@ class SkillCourtPlugin:
             return None
         if tool_name == "skills_list":
             return filter_skills_list(result, hidden, args)
-        message = self._refusal(viewed_names(result, args), hidden, model)
-        return json.dumps({"error": message}, ensure_ascii=False) if message is not None else None
+        if tool_name == "skill_view":
+            message = self._refusal(viewed_names(result, args), hidden, model)
+            return json.dumps({"error": message}, ensure_ascii=False) if message is not None else None
+        closed = self.closed(hidden)
+        new = result
+        if tool_name == "search_files":
+            new = filter_search_result(result, closed, task_id) or result
+        new = scrub_text(new, closed.lines, self._blocks(hidden, model))
+        return new if new != result else None
 
     @_never_raises
     def on_pre_tool_call(
         self, tool_name: Any = None, args: Any = None, session_id: Any = None, task_id: Any = None, **kwargs: Any
     ) -> dict[str, Any] | None:
-        """``pre_tool_call``: refuse ``skill_view`` on a hidden skill, in any name form."""
-        if tool_name != "skill_view" or not isinstance(args, dict):
+        """``pre_tool_call``: refuse ``skill_view`` and ``skill_manage`` on a hidden skill (in
+        any name form), and any tool call that reaches a closed place (:class:`Closed`)."""
+        if not isinstance(tool_name, str) or not isinstance(args, dict):
             return None
         model = self.memory.lookup(task_id=task_id, session_id=session_id)
         hidden = self._hidden(model)
         if not hidden:
             return None
-        message = self._refusal(view_names(args.get("name")), hidden, model)
-        return {"action": "block", "message": message} if message is not None else None
+        if tool_name in ("skill_view", "skill_manage"):
+            message = self._refusal(view_names(args.get("name")), hidden, model)
+            return {"action": "block", "message": message} if message is not None else None
+        found = self._closed_reason(tool_name, args, task_id, self.closed(hidden))
+        if found is None:
+            return None
+        kind, name = found
+        message = closed_message(kind, hidden.get(name), model, self.view.path, what=f"`{tool_name}` call")
+        return {"action": "block", "message": message}
 
 
 # -- automatic trials (README "Automatic trials") -----------------------------------
@@ -987,8 +1857,16 @@ def _court_handler(args: Any) -> None:
 
 
 def register(ctx: Any) -> None:
-    """Hermes entry point: register the hiding hooks and ``hermes court``."""
+    """Hermes entry point: register the hiding hooks and ``hermes court``, and wrap the two
+    functions every skill load outside the ``skill_view`` tool passes (:func:`install_wrappers`)."""
+    global _ACTIVE
     plugin = SkillCourtPlugin()
+    _ACTIVE = plugin
+    try:
+        install_wrappers()
+    except Exception:
+        logger.warning("skill-court: could not wrap Hermes' skill loading; slash commands, bundles, "
+                       "preloads and cron jobs are guarded by the text of the skills' files only", exc_info=True)
     ctx.register_middleware("llm_request", plugin.on_llm_request)
     ctx.register_hook("pre_llm_call", plugin.remember_model)
     ctx.register_hook("on_session_start", plugin.remember_model)
