@@ -113,7 +113,9 @@ def test_clone_copies_only_config_soul_memories_and_the_library(tmp_path: Path) 
         hr.shutil.rmtree(hh.root)
 
 
-def test_without_arm_and_ini_disabled_skills_go_to_skills_disabled(tmp_path: Path) -> None:
+def test_without_arm_and_ini_disabled_skills_go_to_skills_disabled(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no profile: not this machine's ~/.hermes
     ctx = make_ctx(tmp_path, None, "without", disabled=("ini-off",))
     hh = hr.make_hermes_home(ctx, hr.profile_name("run-2"), GRANT, parent=str(tmp_path))
     try:
