@@ -31,8 +31,10 @@ sees one:
    without ``.md``, any other ``.md`` file in the skill's folder); and a
    ``skill_view`` result that loaded a hidden skill anyway is replaced by the
    refusal (``transform_tool_result``), judged by what the result says it
-   loaded, so no name form can slip through.  ``skill_manage`` on it is
-   refused the same way (an edit could rename it out of the quarantine);
+   loaded, so no name form can slip through.  A ``skill_manage`` change of it
+   that would rename it (out of the quarantine) is refused the same way; any
+   other change is let through, so the agent can fix the skill that hurt and
+   the automatic trial tries the fix (README "Automatic trials");
 4. its text where Hermes loads it without the tool: ``/name`` slash commands
    and stacked ``/a /b`` (``agent.skill_commands.build_skill_invocation_message``,
    ``build_stacked_skill_invocation_message``), bundles
@@ -1247,6 +1249,23 @@ def _folder_signature(folder: Path) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _renames(args: Mapping[str, Any]) -> bool:
+    """Whether a ``skill_manage`` call may change the skill's ``name:`` (a patch touching a
+    ``name:`` line, new SKILL.md text whose frontmatter names it otherwise, a delete of
+    its SKILL.md): such a change could take a hidden skill out of its quarantine."""
+    action = str(args.get("action") or "")
+    if action == "patch":
+        return any("name:" in str(args.get(key) or "") for key in ("old_string", "new_string"))
+    if action in ("edit", "create") or (action == "write_file" and str(args.get("file_path") or "").endswith("SKILL.md")):
+        from .skills import parse_frontmatter
+
+        front, _ = parse_frontmatter(str(args.get("content") or args.get("file_content") or ""))
+        given = str(front.get("name") or "").strip()
+        current = str(args.get("name") or "").rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        return bool(given) and given != current
+    return action == "remove_file" and str(args.get("file_path") or "").endswith("SKILL.md")
+
+
 @dataclass(frozen=True)
 class Closed:
     """What the tools of a model with quarantined skills may not reach."""
@@ -1674,7 +1693,7 @@ class SkillCourtPlugin:
         hidden = self._hidden(model)
         if not hidden:
             return None
-        if tool_name in ("skill_view", "skill_manage"):
+        if tool_name == "skill_view" or (tool_name == "skill_manage" and _renames(args)):
             message = self._refusal(view_names(args.get("name")), hidden, model)
             return {"action": "block", "message": message} if message is not None else None
         found = self._closed_reason(tool_name, args, task_id, self.closed(hidden))

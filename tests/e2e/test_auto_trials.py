@@ -420,7 +420,7 @@ def test_a_local_model_without_a_price_is_tried_as_free(tmp_path: Path, bwrap_ok
     with LLMServer(scripted(cost=None)) as server:
         profile = Profile(tmp_path, server, sandbox_tmp)
         assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
-        profile.session_that_writes_the_skill(questions=1)
+        profile.session_that_writes_the_skill()
         state = profile.wait(closed)
         (change,) = state["changes"]
         assert change["status"] == "done", change

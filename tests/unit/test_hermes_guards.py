@@ -251,8 +251,9 @@ def calls(home: Path) -> list[tuple[str, dict[str, Any]]]:
         ("process", {"action": "submit", "session_id": "p1", "data": "cat cat/house-format/SKILL.md"}),
         ("browser_navigate", {"url": f"file://{skill}/SKILL.md"}),
         ("vision_analyze", {"image_url": str(skill / "diagram.png"), "question": "?"}),
-        ("skill_manage", {"action": "patch", "name": "house-format", "old_string": "a", "new_string": "b"}),
-        ("skill_manage", {"action": "edit", "name": "cat/house-format", "content": "x"}),
+        ("skill_manage", {"action": "patch", "name": "house-format", "old_string": "name: house-format",
+                          "new_string": "name: free-again"}),
+        ("skill_manage", {"action": "edit", "name": "cat/house-format", "content": "---\nname: free-again\n---\nx"}),
         ("write_file", {"path": str(home / "config.yaml"), "content": "plugins:\n  enabled: []\n"}),
         ("patch", {"mode": "replace", "path": str(home / "config.yaml"), "old_string": "skill-court", "new_string": ""}),
     ]
@@ -287,6 +288,9 @@ def test_ordinary_tool_calls_of_the_constrained_model_pass(home: Path, tmp_path:
         ("execute_code", {"code": "print(sum([1, 2]))"}),
         ("skill_view", {"name": "zeta"}),
         ("skill_manage", {"action": "create", "name": "new-skill", "content": "x"}),
+        # fixing the skill that hurt is let through: the automatic trial tries the fix
+        ("skill_manage", {"action": "patch", "name": "house-format", "old_string": "a", "new_string": "b"}),
+        ("skill_manage", {"action": "edit", "name": "cat/house-format", "content": "---\nname: house-format\n---\ny"}),
         ("browser_navigate", {"url": "https://example.com/house-format"}),
     ]
     for tool_name, args in ok:
