@@ -357,7 +357,6 @@ class SkillCourt:
             except StoreError as err:
                 raise pytest.UsageError(f"skill court: {err}") from None
 
-    @pytest.hookimpl(optionalhook=True)
     def _gates_from_ref(self, config: pytest.Config, settings: Settings) -> Settings:
         """With ``--skill-court-checks-from REF``, the gate settings (``frozen.GATE_KEYS``)
         come from the configuration file as it is at REF, not from the tree on trial: a pull
@@ -411,6 +410,7 @@ class SkillCourt:
                 added.append(name)
         return added
 
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller: every worker shares this session's trial and backend."""
         node.workerinput["skill_court_trial"] = self.trial

@@ -228,11 +228,18 @@ def test_budget_is_shared_across_xdist_workers(pytester: pytest.Pytester, server
     result.stdout.fnmatch_lines(["*budget reached*"])
 
 
-def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, server: LLMServer) -> None:
+def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, server: LLMServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The test server is on loopback, free unless priced: play a paid provider with no price
+    # (the pricing module the in-process session's run.py calls).
+    import pytest_skillcourt.run as run_module
+
+    monkeypatch.setitem(run_module.price.__globals__, "free_endpoint", lambda model: False)
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url, ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False))
     result = run_court(pytester, "-rs")
     result.assert_outcomes(passed=3, skipped=11)  # one run, then no price: stop
+    assert result.ret == 6  # runs skipped for want of a price: not a green session
     result.stdout.fnmatch_lines(["*no price known for custom/test-model*skill_court_prices*"
                                  "--skill-court-allow-unpriced*"])
     allowed = run_court(pytester, "--skill-court-allow-unpriced")
