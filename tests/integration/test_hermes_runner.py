@@ -104,9 +104,9 @@ def test_host_workspace_never_reaches_the_prompt(tmp_path: Path, labelled_sandbo
     assert call["function"]["name"] == "terminal"
     assert "pwd -P" in json.loads(call["function"]["arguments"])["command"]
     assert result.transcript[3]["tool_call_id"] == call["id"] and result.transcript[3]["name"] == "terminal"
-    # Counted by the gateway, from the test server's usage; custom/m has no price (run.py
-    # applies the ini's prices).
-    assert result.api_calls == 2 == len(requests) and result.input_tokens > 0 and result.cost_usd is None
+    # Counted by the gateway, from the test server's usage; custom/m on loopback has no ini
+    # price, so it is free (pricing.free_endpoint), not unpriced.
+    assert result.api_calls == 2 == len(requests) and result.input_tokens > 0 and result.cost_usd == 0.0
     assert not result.skill_loaded
     # Every model call went through the gateway, which put the provider's key in place of
     # the run's token that Hermes had (the key itself never reached Hermes' clone).
