@@ -93,8 +93,19 @@ class AutoError(ValueError):
 # -- files --------------------------------------------------------------------------------
 
 
-def data_dir(home: Path) -> Path:
-    """The profile's court folder."""
+@dataclass(frozen=True)
+class CourtFolder:
+    """A court folder named as it is, not through a Hermes home: where the automatic
+    trials of another agent's library keep these same files (``claude_court``: a Claude
+    Code project's ``.skill-court/``).  Every function here taking ``home`` takes one."""
+
+    path: Path
+
+
+def data_dir(home: Path | CourtFolder) -> Path:
+    """The profile's court folder (a :class:`CourtFolder` is its own)."""
+    if isinstance(home, CourtFolder):
+        return home.path
     return Path(home).expanduser().absolute() / HERMES_DATA
 
 
@@ -635,12 +646,22 @@ def notice_text(verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_mode
 
 
 class Runner:
-    """``skill-court trial --auto``: work through the queue of one profile."""
+    """``skill-court trial --auto``: work through the queue of one profile.
 
-    def __init__(self, home: Path, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
-                 trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None) -> None:
-        self.home = Path(home).expanduser().absolute()
-        self.layout: Layout = hermes_layout(self.home)
+    Another agent's runner (``claude_court``) subclasses it: :attr:`prog` and
+    :attr:`settings_command` name its commands in notices, :meth:`requests`,
+    :meth:`trial_options` and :meth:`notice` are the Hermes-specific steps."""
+
+    #: The command line that notices name (``PROG release``, ``PROG trial``).
+    prog = "hermes court"
+    #: The command that changes the settings (``... --budget USD``), in notices.
+    settings_command = "auto on"
+
+    def __init__(self, home: Path | CourtFolder, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
+                 trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None,
+                 layout: Layout | None = None) -> None:
+        self.home: Any = home if isinstance(home, CourtFolder) else Path(home).expanduser().absolute()
+        self.layout: Layout = layout or hermes_layout(self.home)
         self.out = out or sys.stderr
         self.clock = clock
         self._trial = trial
@@ -716,11 +737,12 @@ class Runner:
         reason = None
         if day["spend_usd"] >= settings.budget_usd:
             reason = (f"the daily budget is reached (${day['spend_usd']:.4f} of ${settings.budget_usd:.2f} spent "
-                      f"on {day['date']}); no new automatic trial until tomorrow (raise it: auto on --budget USD)")
+                      f"on {day['date']}); no new automatic trial until tomorrow "
+                      f"(raise it: {self.settings_command} --budget USD)")
         elif day["judge_tokens"] >= settings.judge_tokens:
             reason = (f"the daily judge-token cap is reached ({day['judge_tokens']} of {settings.judge_tokens} "
                       f"tokens on {day['date']}); no new automatic trial until tomorrow "
-                      "(raise it: auto on --judge-tokens N)")
+                      f"(raise it: {self.settings_command} --judge-tokens N)")
         if reason is None:
             return True
         self.say(reason + f"; '{change['skill']}' stays queued")
@@ -769,8 +791,7 @@ class Runner:
             return self._close(change, "skipped", f"'{skill}' is no longer in {self.layout.skills_dir}")
         added = 0
         try:
-            requests = session_requests(self.home / "state.db", change.get("sessions") or [change.get("session_id")],
-                                        skill)
+            requests = self.requests(change, skill)
             if requests:
                 added = write_suite(skill, requests, self.layout.suites_dir, source="an automatic trial").added
         except MineError as exc:
@@ -779,12 +800,10 @@ class Runner:
         day = today(self.home, self.clock())
         budget = max(0.0, settings.budget_usd - day["spend_usd"])
         tokens_left = max(0, settings.judge_tokens - day["judge_tokens"])
-        judge, _ = judge_model(self.home)
-        options = TrialOptions(skills=(skill,), apply=True, budget=budget, sandbox=settings.sandbox,
-                               parallel=1, judge_model=judge, judge_tokens=tokens_left)
+        options = self.trial_options(change, settings, budget=budget, judge_tokens=tokens_left)
         trial = self._trial or run_trial
         try:
-            done = trial(self.layout, library, options, prog="hermes court", err=self.out)
+            done = trial(self.layout, library, options, prog=self.prog, err=self.out)
         except TrialUsageError as exc:
             text = str(exc)
             if "no tasks" in text:
@@ -805,7 +824,7 @@ class Runner:
         if unpriced:
             text = (f"skill-court: automatic trials of '{skill}' stop: no price is known for "
                     f"{', '.join(unpriced)}, so spend cannot be held to the daily budget. Add prices "
-                    "(ini skill_court_prices) or try it by hand: hermes court trial "
+                    f"(ini skill_court_prices) or try it by hand: {self.prog} trial "
                     f"{shlex.quote(skill)} --allow-unpriced")
             return self._close(change, "stopped", "no price", notice=text, spend=spend, tokens=tokens,
                                stop="no price known for " + ", ".join(unpriced))
@@ -823,11 +842,11 @@ class Runner:
                 if appeal:
                     spend += float(appeal.pop("spend", 0.0))
                     tokens += int(appeal.pop("judge_tokens", 0))
-            text = notice_text(verdict, doc, hand_models=_hand_entries(self.layout.quarantine, skill),
-                               appeal=appeal, prog="hermes court")
+            text = self.notice(verdict, doc, hand_models=_hand_entries(self.layout.quarantine, skill),
+                               appeal=appeal)
             if kind == "INCONCLUSIVE" and today(self.home, self.clock())["spend_usd"] + spend >= settings.budget_usd:
                 text += (f"\n  the daily budget (${settings.budget_usd:.2f}) stopped this trial's runs; it is tried "
-                         "again on the next change (raise it: auto on --budget USD)")
+                         f"again on the next change (raise it: {self.settings_command} --budget USD)")
             notices.append(text)
         now = self.clock()
         with editing_state(self.home) as state:
@@ -843,6 +862,27 @@ class Runner:
             self.say(text.replace("\n", " | "))
         return Step(change["id"], skill, "done", ", ".join(str((v.get("verdict") or {}).get("kind")) for v in verdicts),
                     spend, tokens, notices)
+
+    def requests(self, change: Mapping[str, Any], skill: str) -> list[MinedTask]:
+        """The requests of the sessions that changed ``skill`` (Hermes: from ``state.db``).
+
+        Raises:
+            MineError: the history cannot be read (the suite alone is tried).
+        """
+        return session_requests(self.home / "state.db", change.get("sessions") or [change.get("session_id")],
+                                skill)
+
+    def trial_options(self, change: Mapping[str, Any], settings: AutoSettings, *, budget: float,
+                      judge_tokens: int) -> TrialOptions:
+        """The options of the change's trial (Hermes: the profile's model and judge)."""
+        judge, _ = judge_model(self.home)
+        return TrialOptions(skills=(change["skill"],), apply=True, budget=budget, sandbox=settings.sandbox,
+                            parallel=1, judge_model=judge, judge_tokens=judge_tokens)
+
+    def notice(self, verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_models: Sequence[str],
+               appeal: Mapping[str, Any] | None) -> str:
+        """The notice of one verdict (:func:`notice_text`)."""
+        return notice_text(verdict, doc, hand_models=hand_models, appeal=appeal, prog=self.prog)
 
     def _charge_only(self, spend: float, tokens: int) -> None:
         if spend or tokens:
