@@ -61,7 +61,7 @@ from .sandbox import docker as docker_sandbox
 from .sandbox import local as local_sandbox
 from .skills import LibraryError, load_library
 from .transcript import message_text, parse_calls, skill_name
-from .trial_cli import TrialOptions, TrialUsageError, run_trial
+from .trial_cli import PYTEST_INCOMPLETE, PYTEST_USAGE, TrialOptions, TrialUsageError, run_trial
 
 SETTINGS_NAME = "auto.json"
 STATE_NAME = "auto-state.json"
@@ -816,7 +816,7 @@ class Runner:
         spend = float(doc.get("spend_usd") or 0.0)
         trial_id = str(doc.get("trial") or "")
         tokens = _judge_tokens_of(self.layout.store, trial_id)
-        if done.exit_status in (4, 6) and not doc.get("verdicts"):
+        if done.exit_status in (PYTEST_USAGE, PYTEST_INCOMPLETE) and not doc.get("verdicts"):
             # a sandbox or model that was not there: unfinished, a new runner tries again
             self._charge_only(spend, tokens)
             return self._wait(change, f"the trial could not run (exit {done.exit_status}); see {done.log}")

@@ -16,6 +16,7 @@ skill library given by ``--hermes-home DIR`` or ``--skills DIR``
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import os
 import shlex
@@ -46,32 +47,98 @@ from pytest_skillcourt.scaffold import SKILL as SCAFFOLD_SKILL
 from pytest_skillcourt.scaffold import InitError, plan_init, write_init
 from pytest_skillcourt.skills import LibraryError, load_library
 from pytest_skillcourt.stats.verdict import VerdictKind
-from pytest_skillcourt.trial_cli import EPILOG as TRIAL_EPILOG
-from pytest_skillcourt.trial_cli import (DEFAULT_PARALLEL, ITEM_LAYOUTS, TrialOptions, TrialUsageError, run_trial,
-                                         summary_lines, xdist_installed)
+from pytest_skillcourt.printable import plain
+from pytest_skillcourt.report.terminal import (DROP_ORDER, command_lines, cut, fit_columns, fit_table, prose,
+                                              terminal_width)
+from pytest_skillcourt.trial_cli import (DEFAULT_PARALLEL, ITEM_LAYOUTS, PYTEST_FAILED, PYTEST_INCOMPLETE,
+                                         PYTEST_INTERRUPTED, PYTEST_OK, PYTEST_USAGE, TrialOptions, TrialRun,
+                                         TrialUsageError, release_command, run_trial, summary_lines,
+                                         xdist_installed)
 
-#: Exit statuses (also printed by ``--help``).
-EXIT_OK = 0
-EXIT_NO_MATCH = 1
-EXIT_USAGE = 2
-EXIT_HURTS = 3
+class ExitStatus(enum.IntEnum):
+    """The exit statuses of every ``skill-court`` (and ``hermes court``) command.
 
-#: The exit status of ``trial`` for a usage error (as ``pytest --skill-court``: 4).
-EXIT_TRIAL_USAGE = 4
+    ``pytest --skill-court`` keeps pytest's own; ``trial`` maps its session's onto these
+    (:func:`trial_exit_status`).  :data:`EXIT_MEANINGS` says each in ``--help``."""
+
+    OK = 0
+    GATE = 1
+    USAGE = 2
+    NO_MATCH = 3
+    UNTRUSTED = 4
+    INTERRUPTED = 5
+
+
+#: What each status means: the epilog of ``skill-court --help`` (the one place it is documented).
+EXIT_MEANINGS: dict[ExitStatus, str] = {
+    ExitStatus.OK: "done, and no verdict failed",
+    ExitStatus.GATE: "a verdict failed the gate: a skill HURTS (trial, merge; merge --fail-on chooses), "
+                     "or an appeal was denied or refused",
+    ExitStatus.USAGE: "usage error or bad input: a bad option, an unknown skill, no model, a file, store or "
+                      "state.db that cannot be read (never overwritten), a sandbox or agent that is not there",
+    ExitStatus.NO_MATCH: "nothing matched: a release of a skill that is not quarantined, no verdict to "
+                         "report, no task to list or remove",
+    ExitStatus.UNTRUSTED: "the result cannot be trusted: the model never answered, runs failed or were not "
+                          "started for want of a price, the judge failed (trial says which; see its log)",
+    ExitStatus.INTERRUPTED: "interrupted (Ctrl-C, or SIGTERM during a trial); what a trial recorded stays "
+                            "in the store",
+}
+
+EXIT_OK = ExitStatus.OK
+EXIT_GATE = ExitStatus.GATE
+EXIT_USAGE = ExitStatus.USAGE
+EXIT_NO_MATCH = ExitStatus.NO_MATCH
+EXIT_UNTRUSTED = ExitStatus.UNTRUSTED
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
+
+
+def exit_status_of(*, verdict_failed: bool = False, runs_failed: bool = False, never_answered: bool = False,
+                   unpriced_skips: bool = False, judge_failed: bool = False, interrupted: bool = False,
+                   nothing_matched: bool = False) -> ExitStatus:
+    """The exit status of a command that tried skills, from what happened: an interruption
+    first, then anything that makes the result untrustworthy (runs that errored, a model
+    that never answered, runs not started for want of a price, a judge that failed), then
+    a verdict that failed the gate, then nothing to act on."""
+    if interrupted:
+        return ExitStatus.INTERRUPTED
+    if runs_failed or never_answered or unpriced_skips or judge_failed:
+        return ExitStatus.UNTRUSTED
+    if verdict_failed:
+        return ExitStatus.GATE
+    if nothing_matched:
+        return ExitStatus.NO_MATCH
+    return ExitStatus.OK
+
+
+def trial_exit_status(done: TrialRun) -> ExitStatus:
+    """``trial``'s exit status: its session's (pytest's scheme, ``TrialRun.exit_status``)
+    and what the result says, on this command line's scheme."""
+    code = done.exit_status
+    if code == PYTEST_USAGE:  # pytest's usage error (a sandbox or agent not there), or nothing collected
+        return ExitStatus.USAGE
+    known = (PYTEST_OK, PYTEST_FAILED, PYTEST_INCOMPLETE, PYTEST_INTERRUPTED)
+    return exit_status_of(
+        interrupted=code == PYTEST_INTERRUPTED,
+        never_answered=code == PYTEST_INCOMPLETE,
+        runs_failed=bool(done.failed_runs) or code not in known or (code == PYTEST_FAILED and not done.verdict_failed),
+        judge_failed=bool(done.judge_errors),
+        verdict_failed=done.verdict_failed)
+
+
+def _epilog() -> str:
+    lines = ["exit status of every command, --json or not (pytest --skill-court: pytest's):"]
+    for status, meaning in EXIT_MEANINGS.items():
+        lines += textwrap.wrap(meaning, width=78, initial_indent=f"  {status.value}  ",
+                               subsequent_indent="     ", break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
+
+
+#: The epilog of ``skill-court --help`` (and ``hermes court --help``) only.
+EPILOG = _epilog()
 
 #: The subcommands ``hermes court`` offers: None = every registered one, so a new
 #: command reaches Hermes without another list to keep.
 HERMES_COMMANDS: Collection[str] | None = None
-
-EPILOG = """\
-exit status:
-  0  done
-  1  nothing matched (e.g. release of a skill that is not quarantined)
-  2  usage error, or a quarantine file or store that cannot be read (never overwritten)
-  3  merge: a merged verdict fails (HURTS; see --fail-on)
-  trial exits as pytest --skill-court does (1 a verdict failed, 4 usage error,
-  6 the model never answered): see `trial --help`
-"""
 
 _QUARANTINE_HELP = (
     "the quarantine file (default: $" + ENV_VAR + " if set, else {default}); "
@@ -132,6 +199,17 @@ def _out(text: str = "") -> None:
     print(text, file=sys.stdout)
 
 
+def _out_lines(lines: Sequence[str]) -> None:
+    for line in lines:
+        _out(line)
+
+
+def _say(text: str, indent: str = "") -> None:
+    """A sentence of human output on stdout, wrapped to the terminal's width (control
+    characters removed: it may quote a skill, a model or a file)."""
+    _out_lines(prose(text, terminal_width(), indent))
+
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -144,7 +222,7 @@ def _json(data: Any) -> None:
 def _json_option(parser: argparse.ArgumentParser, shape: str) -> None:
     """``--json``: the same information as the text, as one JSON document ``shape``."""
     parser.add_argument("--json", dest="as_json", action="store_true",
-                        help=f"print {shape} as JSON (exit status unchanged)")
+                        help=f"print {shape} as JSON instead of the text")
 
 
 # -- init -------------------------------------------------------------------------
@@ -177,10 +255,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             key, _, value = line.partition(" = ")
             _out(f"    {key} = {json.dumps(value) if quote else value}")
     _out()
-    _out("Next: give the court a model and run the trial (one run with and one without the skill per task):")
-    _out("    export OPENAI_API_KEY=...        # or SKILL_COURT_API_KEY with --skill-court-base-url URL")
+    _say("Next: give the court a model and run the trial (one run with and one without the skill per task):")
+    _out("    export OPENAI_API_KEY=...   # or SKILL_COURT_API_KEY, with --skill-court-base-url URL")
     _out(f"    {next_command}")
-    _out("Edit skills/ and skills_tests/ to try your own skills (README, \"Writing suites\").")
+    _say("Edit skills/ and skills_tests/ to try your own skills (README, \"Writing suites\").")
     return EXIT_OK
 
 
@@ -195,7 +273,6 @@ def _parser_init(sub: Any, common: argparse.ArgumentParser) -> None:
             "to add when the folder already has a pytest configuration), then say the next command. "
             "Nothing is overwritten unless --force."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("folder", nargs="?", default=".", help="the project folder (default: the current one)")
@@ -208,11 +285,12 @@ def _parser_init(sub: Any, common: argparse.ArgumentParser) -> None:
 # -- list -------------------------------------------------------------------------
 
 
-def _table(entries: Sequence[QuarantineEntry]) -> list[str]:
-    rows = [("SKILL", "MODEL", "SET BY", "SINCE", "REASON")]
-    rows += [(e.skill, e.model, e.set_by, e.since or "-", e.reason or "-") for e in entries]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] for row in rows]
+def _table(entries: Sequence[QuarantineEntry], width: int) -> list[str]:
+    """The entries as a table within ``width``: the reason wraps under its own column."""
+    rows = [["SKILL", "MODEL", "SET BY", "SINCE", "REASON"]]
+    rows += [[plain(cell) for cell in (e.skill, e.model, e.set_by, e.since or "-", e.reason or "-")]
+             for e in entries]
+    return fit_columns(rows, width)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -226,17 +304,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     scope = f" for {_who(args.model)}" if args.model else ""
     if not entries:
-        _out(f"Nothing is quarantined{scope} in {path}.")
+        _say(f"Nothing is quarantined{scope} in {path}.")
         return EXIT_OK
-    for line in _table(entries):
-        _out(line.rstrip())
+    _out_lines(_table(entries, terminal_width()))
     _out()
-    _out(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}{scope} in {path}.")
+    _say(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}{scope} in {path}.")
     for entry in entries:
         if entry.cause:
-            _out(f"  {entry.skill} [{entry.model}] cause: {entry.cause}")
+            _say(f"{entry.skill} [{entry.model}] cause: {entry.cause}", "  ")
         if entry.line:
-            _out(f"  {entry.skill} [{entry.model}] line: {entry.line}")
+            _say(f"{entry.skill} [{entry.model}] line: {entry.line}", "  ")
     return EXIT_OK
 
 
@@ -247,7 +324,6 @@ def _parser_list(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="show the quarantined skills",
         description=_wrap("Show the skills the quarantine file hides, from which model, who set the entry, since when and why."),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", metavar="M", help="only the skills hidden from model M (entries for M and for '*')")
@@ -265,13 +341,13 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     """Hide a skill from a model (or every model) by hand."""
     path = quarantine_path(args)
     entry = quarantine(path, args.skill, model=args.model, reason=args.reason)
+    undo = release_command(_prog(args), entry.skill, entry.model, path if getattr(args, "quarantine", None) else None)
     if args.as_json:
-        _json({"quarantine": str(path), "entry": entry.to_dict(),
-               "undo": f"{_prog(args)} release {shlex.quote(entry.skill)} --model {shlex.quote(entry.model)}"})
+        _json({"quarantine": str(path), "entry": entry.to_dict(), "undo": undo})
         return EXIT_OK
     _out(f"Quarantined {entry.skill!r} for {_who(entry.model)} (set by hand) in {path}.")
-    _out("Hermes with the skill-court plugin stops showing it from its next request on; no trial will lift this entry.")
-    _out(f"Undo: {_prog(args)} release {shlex.quote(entry.skill)} --model {shlex.quote(entry.model)}")
+    _say("Hermes with the skill-court plugin stops showing it from its next request on; no trial will lift this entry.")
+    _out_lines(command_lines("Undo: ", undo, terminal_width()))
     return EXIT_OK
 
 
@@ -287,7 +363,6 @@ def _parser_quarantine(sub: Any, common: argparse.ArgumentParser) -> None:
             "only `release` does. Quarantining a skill a trial already quarantined turns that entry "
             "into a hand entry."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("skill", metavar="SKILL", help="the skill's name, as in the name: field of its SKILL.md")
@@ -327,7 +402,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         since = f" since {entry.since}" if entry.since else ""
         _out(f"Released {entry.skill!r} for {_who(entry.model)} (set by {entry.set_by}{since}) in {path}.")
     if any(e.set_by == "trial" for e in removed):
-        _out("A later `pytest --skill-court --skill-court-apply` run quarantines it again if it still hurts.")
+        _say("A later `pytest --skill-court --skill-court-apply` run quarantines it again if it still hurts.")
     return EXIT_OK
 
 
@@ -340,9 +415,8 @@ def _parser_release(sub: Any, common: argparse.ArgumentParser) -> None:
         description=_wrap(
             "Remove the quarantine entries of SKILL: the one for model M, or every entry of the skill "
             "when --model is not given (use --model '*' for just the every-model entry). Hermes shows "
-            "the skill again from its next request on. Exit status 1 when nothing matched."
+            "the skill again from its next request on."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("skill", metavar="SKILL", help="the skill's name, as listed by `list`")
@@ -382,7 +456,6 @@ def _parser_cleanup(sub: Any, common: argparse.ArgumentParser) -> None:
             "(made on another machine, or in another pid namespace such as a container, on a "
             "shared Docker engine); pass --older-than to remove those once they are that old."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -415,7 +488,7 @@ _STORE_HELP = (f"the store of the trials (default ./{DEFAULT_STORE}; under herme
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the newest verdict per skill and model from the store."""
-    from pytest_skillcourt.report.store_report import format_rows, report_rows
+    from pytest_skillcourt.report.store_report import report_rows
     from pytest_skillcourt.store import Store
 
     path = _store_path(args)
@@ -438,16 +511,37 @@ def cmd_report(args: argparse.Namespace) -> int:
         _err(f"{_prog(args)}: no verdict{' matches' if args.model or args.skill else ' yet'} in {path}; "
              "`pytest --skill-court` makes them.")
         return EXIT_NO_MATCH
-    for line in format_rows(rows):
-        _out(line)
+    width = terminal_width()
+    _out_lines(_report_lines(rows, width))
     if listed:
         _out("")
         _out("appeals:")
         for a in listed:
             when = a["undone_at"] or a["applied_at"] or a["created_at"]
-            _out(f"  {a['id']}: {a['skill']} on {a['model']}: {a['decision']} ({a['status']}, {when}); "
-                 f"draft's verdict {a['draft_verdict'] or '-'}")
+            _say(f"{a['id']}: {a['skill']} on {a['model']}: {a['decision']} ({a['status']}, {when}); "
+                 f"draft's verdict {a['draft_verdict'] or '-'}", "  ")
     return EXIT_OK
+
+
+#: The report's columns left out, in this order, until its table fits the terminal.
+REPORT_DROP_ORDER = ("made", "cached", "check/judge", "spend")
+
+
+def _report_lines(rows: Sequence[Any], width: int) -> list[str]:
+    """``report``'s text within ``width``: the table of ``store_report.format_rows``
+    fitted (columns dropped, then rows stacked), then its lines about each verdict
+    wrapped at words."""
+    from pytest_skillcourt.report.store_report import format_rows
+
+    table = [["skill", "model", "verdict", "changed since", "check/judge", "cached", "spend", "made"]]
+    for r in rows:
+        table.append([plain(r.skill), plain(r.model), r.verdict, r.changed, f"{r.from_check}/{r.from_judge}",
+                      f"{r.cached_runs}/{r.cached_runs + r.fresh_runs}", f"${r.spend_usd:.4f}", r.made_at])
+    lines = fit_table(table, width, drop=REPORT_DROP_ORDER)
+    # format_rows gives its table (one line per row and the header) first, then the prose.
+    for line in format_rows(list(rows))[len(table):]:
+        lines += prose(line, width)
+    return lines
 
 
 @subcommand("report")
@@ -460,10 +554,8 @@ def _parser_report(sub: Any, common: argparse.ArgumentParser) -> None:
             "Show the newest verdict of each skill on each model from the store: the verdict line, "
             "whether the skill changed since (its folder hashed again: 'yes' means the verdict is "
             "about older bytes), how many outcomes came from checks and from the judge, runs reused "
-            "from the cache, spend, and for HURTS the cause and the SKILL.md line. Exit status 1 "
-            "when there is no verdict to show."
+            "from the cache, spend, and for HURTS the cause and the SKILL.md line."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--store", metavar="PATH", help=_STORE_HELP)
@@ -550,7 +642,6 @@ def _parser_prune(sub: Any, common: argparse.ArgumentParser) -> None:
             "again); the runs of kept trials stay cached. One transaction, then the file is "
             "compacted (VACUUM)."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--store", metavar="PATH", help=_STORE_HELP)
@@ -568,12 +659,11 @@ def _parser_prune(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join shard stores into one and recompute the verdicts."""
     from pytest_skillcourt.merge import merge_stores
-    from pytest_skillcourt.report.terminal import format_table
 
     result = merge_stores([Path(p) for p in args.stores], Path(args.output), force=args.force)
     fails = {"hurts": (VerdictKind.HURTS,), "inconclusive": (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE),
              "never": ()}[args.fail_on]
-    status = EXIT_HURTS if any(m.verdict.kind in fails for m in result.verdicts) else EXIT_OK
+    status = EXIT_GATE if any(m.verdict.kind in fails for m in result.verdicts) else EXIT_OK
     if args.as_json:
         _json({"output": str(result.output), "trial": result.trial, "inputs": [str(p) for p in result.inputs],
                "copied": result.copied, "warnings": result.warnings,
@@ -582,25 +672,25 @@ def cmd_merge(args: argparse.Namespace) -> int:
                             for m in result.verdicts]})
         return status
     copied = ", ".join(f"{n} {table}" for table, n in result.copied.items() if n)
-    _out(f"Merged {len(result.inputs)} store(s) into {result.output} ({copied or 'no rows'}); "
+    width = terminal_width()
+    _say(f"Merged {len(result.inputs)} store(s) into {result.output} ({copied or 'no rows'}); "
          f"merge trial {result.trial}.")
     table = [["skill", "model", "verdict", "with", "without", "diff 95% CI", "tokens w/wo",
               "check/judge", "from trial"]]
     for m in result.verdicts:
         v = m.verdict
-        table.append([m.skill, m.model, v.kind.value + (" (cost)" if v.basis == "tokens" else ""),
+        table.append([plain(m.skill), plain(m.model), v.kind.value + (" (cost)" if v.basis == "tokens" else ""),
                       f"{100 * v.success_with:.0f}%", f"{100 * v.success_without:.0f}%",
                       "-" if v.diff_ci is None else f"[{v.diff_ci[0]:+.2f}, {v.diff_ci[1]:+.2f}]",
                       "-" if v.token_ratio is None else f"x{v.token_ratio:.2f}",
                       f"{v.n_check}/{v.n_judge}", m.source_trial])
-    for line in format_table(table):
-        _out(line)
+    _out_lines(fit_table(table, width, drop=("from trial", *DROP_ORDER)))
     for m in result.verdicts:
         if m.verdict.kind in (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE):
-            _out(f"{m.skill} on {m.model}: {m.verdict.kind.value}: {m.verdict.line}")
+            _say(f"{m.skill} on {m.model}: {m.verdict.kind.value}: {m.verdict.line}")
             cause = m.data.get("cause") or {}
             if cause.get("cause"):
-                _out(f"  cause: {cause['cause']}")
+                _say(f"cause: {cause['cause']}", "  ")
     for warning in result.warnings:
         _err(f"{_prog(args)} merge: {warning}")
     return status
@@ -616,17 +706,16 @@ def _parser_merge(sub: Any, common: argparse.ArgumentParser) -> None:
             "Join the stores written by `pytest --skill-court --skill-court-shard I/N` jobs into a new "
             "store OUT (runs, judgments, verdicts and quarantine history, without duplicates) and "
             "decide every skill's verdict again from the recorded runs, as one unsharded session "
-            "would. No model is called. Prints the verdict table; exit status 3 when a verdict "
-            "fails (HURTS by default, see --fail-on), so a CI job can go red on it."
+            "would. No model is called. Prints the verdict table; a verdict that fails (HURTS by "
+            "default, see --fail-on) fails the command, so a CI job can go red on it."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("stores", nargs="+", metavar="DB", help="shard stores (court.db files)")
     parser.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged store to write")
     parser.add_argument("--force", action="store_true", help="replace OUT when it exists")
     parser.add_argument("--fail-on", choices=("hurts", "inconclusive", "never"), default="hurts",
-                        help="verdicts that make the exit status 3 (default hurts)")
+                        help="verdicts that fail the merge (default hurts)")
     _json_option(parser, '{"output": PATH, "trial": ID, "copied": {...}, "verdicts": [...], "warnings": [...]}')
     parser.set_defaults(court_handler=cmd_merge)
 
@@ -667,14 +756,6 @@ def _layout(args: argparse.Namespace) -> Layout:
 
 
 # -- trial -------------------------------------------------------------------------
-
-
-class _TrialParser(argparse.ArgumentParser):
-    """A usage error of ``trial`` exits 4, as pytest's court does."""
-
-    def error(self, message: str) -> Any:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_TRIAL_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -727,18 +808,21 @@ def cmd_trial(args: argparse.Namespace) -> int:
         done = run_trial(layout, library, options, prog=prog)
     except (TrialUsageError, LayoutError, LibraryError) as exc:
         _err(f"{prog} trial: {exc}")
-        return EXIT_TRIAL_USAGE
+        return EXIT_USAGE
+    status = trial_exit_status(done)
     doc = done.document
     if doc is not None:
         if args.as_json:
-            _out(json.dumps({**doc, "exit_status": done.exit_status, "library": layout.describe(),
+            _out(json.dumps({**doc, "exit_status": int(status), "library": layout.describe(),
                              "log": str(done.log)}, indent=2, ensure_ascii=False, default=str))
         else:
-            for line in summary_lines(doc, apply=args.apply, prog=prog):
+            width = terminal_width()
+            for line in summary_lines(doc, apply=args.apply, prog=prog, width=width):
                 _out(line)
-            _out(f"store: {layout.store} (`{prog} report --store {shlex.quote(str(layout.store))}` shows "
-                 "these verdicts again)")
-    return done.exit_status
+            _out_lines(prose(f"store: {layout.store}", width)
+                       + command_lines("these verdicts again: ", f"{prog} report --store {shlex.quote(str(layout.store))}",
+                                       width, "  "))
+    return status
 
 
 @subcommand("trial")
@@ -762,10 +846,8 @@ def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
             "model at once). Prints the verdict table (or --json) on stdout and one line per run on "
             "stderr; pytest's own output is in last-trial.log in the library's data folder."
         ),
-        epilog=TRIAL_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.__class__ = _TrialParser
     parser.add_argument("skill", nargs="*", metavar="SKILL", help="skills to try (by the name: of their SKILL.md)")
     parser.add_argument("--all", action="store_true",
                         help="every skill the agent wrote (skills/.usage.json: created_by agent or learn) "
@@ -816,11 +898,13 @@ def _trial_auto(args: argparse.Namespace) -> int:
     if args.skill or args.all or args.skills_dir is not None:
         _err(f"{_prog(args)} trial --auto: it tries the queue of a Hermes home; name no skill, no --all, "
              "no --skills (pass --hermes-home DIR)")
-        return EXIT_TRIAL_USAGE
+        return EXIT_USAGE
     layout = _layout(args)
     if layout.hermes_home is None:
-        return EXIT_TRIAL_USAGE
-    return auto_trials.run_queue(layout.hermes_home)
+        return EXIT_USAGE
+    code = auto_trials.run_queue(layout.hermes_home)
+    # run_queue says 4 for settings it cannot read (it wrote why): a bad input here.
+    return EXIT_USAGE if code == 4 else code
 
 
 # -- auto ----------------------------------------------------------------------------
@@ -837,7 +921,7 @@ def cmd_auto(args: argparse.Namespace) -> int:
 
 @subcommand("auto")
 def _parser_auto(sub: Any, common: argparse.ArgumentParser) -> None:
-    auto_trials.add_parser(sub, parents=[common], handler=cmd_auto, epilog=EPILOG)
+    auto_trials.add_parser(sub, parents=[common], handler=cmd_auto)
 
 
 # -- tasks -------------------------------------------------------------------------
@@ -869,7 +953,7 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
     _out(f"Added task {added.task_id!r} to {added.skill}'s suite, {made}{added.path} "
          f"({added.total} task{'s' if added.total != 1 else ''}); scored by {scored}.")
     if not added.kept_layout:
-        _out("  The suite's layout did not allow an edit in place: it was written again from its data "
+        _say("  The suite's layout did not allow an edit in place: it was written again from its data "
              "(its leading comments kept, comments inside it lost).")
     _out(f"Try it: {_prog(args)} trial {shlex.quote(added.skill)}")
     return EXIT_OK
@@ -891,18 +975,21 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
         _err(f"{_prog(args)} tasks list: {args.skill!r} has no tasks in {layout.suites_dir}; add one with "
              f"`{_prog(args)} tasks add {shlex.quote(args.skill)} --prompt '...'`")
         return EXIT_NO_MATCH
-    table = [("ID", "SCORED BY", "FILES", "PROMPT")]
+    table = [["ID", "SCORED BY", "FILES", "PROMPT"]]
     for item in listed:
         t = item.task
         first = t.prompt.strip().splitlines()[0] if t.prompt.strip() else ""
         files = ", ".join(n for n, _ in t.files) + (" + fixtures" if t.fixtures is not None else "")
-        table.append((t.id, "check" if t.check else "judge", files or "-",
-                      first[:70] + ("..." if len(first) > 70 or "\n" in t.prompt.strip() else "")))
-    widths = [max(len(r[i]) for r in table) for i in range(3)]
-    for row in table:
-        _out("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
+        table.append([plain(t.id), "check" if t.check else "judge", plain(files or "-"),
+                      plain(first[:70] + ("..." if len(first) > 70 or "\n" in t.prompt.strip() else ""))])
+    width = terminal_width()
+    room = width - sum(max(len(r[i]) for r in table) + 2 for i in range(3))
+    if room >= 20:  # the prompt is a preview: cut to the line rather than wrapped
+        table = [[*row[:3], cut(row[3], room)] for row in table]
+    _out_lines(fit_columns(table, width))
     where = ", ".join(str(p) for p in paths)
-    _out(f"\n{len(listed)} task{'s' if len(listed) != 1 else ''} of {args.skill} in {where}.")
+    _out()
+    _say(f"{len(listed)} task{'s' if len(listed) != 1 else ''} of {args.skill} in {where}.")
     return EXIT_OK
 
 
@@ -929,7 +1016,7 @@ def cmd_tasks_rm(args: argparse.Namespace) -> int:
     if removed.deleted_file:
         _out(f"  It was the suite's last task, so {removed.path} was deleted.")
     elif not removed.kept_layout:
-        _out("  The suite was written again from its data (its leading comments kept, comments inside it lost).")
+        _say("  The suite was written again from its data (its leading comments kept, comments inside it lost).")
     return EXIT_OK
 
 
@@ -946,7 +1033,6 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
                           "Hermes library, skills_tests/ beside --skills DIR), in the YAML format you can "
                           "still edit by hand. Hand, added and mined tasks of a skill share that suite, so "
                           "they count in one verdict. A bad input writes nothing."),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(court_parser=parser)
@@ -958,7 +1044,7 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
                           "user's request; --check is a shell command run in the sandbox after the agent "
                           "(exit 0 = success, the answer in $SKILL_COURT_ANSWER); without it the judge "
                           "scores the task. --file puts a file into /workspace."),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add.add_argument("skill", metavar="SKILL", help="the skill (the name: of its SKILL.md)")
     add.add_argument("--prompt", metavar="P", required=True, help="the user's request")
     add.add_argument("--check", metavar="C", default=None, help="shell check, exit 0 = success")
@@ -974,8 +1060,8 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     show = tasks.add_parser(
         "list", parents=[common], help="show a skill's tasks",
         description=_wrap("Show the tasks of SKILL's suite: id, whether a check or the judge scores it, "
-                          "its files and the start of its prompt. Exit status 1 when it has none."),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                          "its files and the start of its prompt."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("skill", metavar="SKILL", help="the skill")
     show.add_argument("--json", dest="as_json", action="store_true",
                       help='print {"skill", "suites": [PATH], "tasks": [...]} as JSON')
@@ -985,9 +1071,8 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     rm = tasks.add_parser(
         "rm", parents=[common], help="remove a task by id",
         description=_wrap("Remove the task ID from the suite holding it (the suite's other tasks, keys "
-                          "and comments stay); the suite's last task takes the file with it. Exit status 1 "
-                          "when no suite holds ID."),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                          "and comments stay); the suite's last task takes the file with it."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     rm.add_argument("id", metavar="ID", help="the task's id, as `tasks list` shows it")
     rm.add_argument("--skill", metavar="SKILL", default=None,
                     help="the skill whose suite holds ID (needed when several suites use the id)")
@@ -996,6 +1081,16 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
     rm.set_defaults(court_handler=cmd_tasks_rm)
 
     mine.add_parser(tasks, parents=[common])
+    tasks.choices["mine"].set_defaults(court_handler=cmd_tasks_mine)
+
+
+def cmd_tasks_mine(args: argparse.Namespace) -> int:
+    """``tasks mine`` (``mine.run``), its statuses on this command line's scheme."""
+    from pytest_skillcourt import mine
+
+    code = mine.run(args)
+    # mine.run says 1 for a MineError (a state.db or suite it cannot read or merge; it wrote why): bad input.
+    return EXIT_USAGE if code == 1 else code
 
 
 # -- appeal ------------------------------------------------------------------------
@@ -1138,7 +1233,7 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
                "reason": result.reason, "diff": result.diff, "draft_trial": result.draft_trial,
                "draft_verdict": (result.draft_verdict or {}).get("kind"), "problems": result.problems,
                "apply": apply})
-        return EXIT_OK if apply else EXIT_NO_MATCH
+        return EXIT_OK if apply else EXIT_GATE
     _out(f"Appeal {result.appeal_id} of {skill} on {row['model']}: {result.decision.upper()}")
     _out(f"  {result.reason}")
     _out()
@@ -1147,7 +1242,7 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
         _out()
         _out(f"Apply: {apply}")
         return EXIT_OK
-    return EXIT_NO_MATCH
+    return EXIT_GATE
 
 
 @subcommand("appeal")
@@ -1164,7 +1259,7 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
             "by Hermes' skill security scan, then put on trial on the same tasks by `python -m pytest "
             "--skill-court` run from the project's rootdir (pass its options with --pytest-arg or "
             "after --). Granted when it no longer hurts and its success with the skill beats the "
-            "original's. Exit status 0 granted, 1 denied or refused, 2 errors."
+            "original's; a denied or refused appeal fails the command."
         ) + "\n\n" + _wrap(
             "appeal show SKILL --model M [--appeal ID]: print a stored appeal and its diff. "
             "appeal apply ...: show the diff, ask (or --yes), write the draft if the live SKILL.md "
@@ -1172,7 +1267,6 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
             "trial. appeal undo ...: write the original back if the live file still holds the "
             "applied draft."
         ),
-        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.__class__ = _AppealParser  # subparsers build plain parsers; this one keeps `-- args`
@@ -1220,8 +1314,8 @@ def cmd_hermes_install(args: argparse.Namespace) -> int:
     _out(f"Skill Court tab in {result.plugin_dir}: {files}.")
     _out(f"Plugin 'skill-court' {'enabled now' if result.enabled_now else 'already enabled'} in {result.config}.")
     if result.hidden:
-        _out("  The tab is hidden in the dashboard (dashboard.hidden_plugins lists skill-court); show it there.")
-    _out("Restart `hermes dashboard` to see the Skill Court tab (Hermes mounts plugin routes at start).")
+        _say("  The tab is hidden in the dashboard (dashboard.hidden_plugins lists skill-court); show it there.")
+    _say("Restart `hermes dashboard` to see the Skill Court tab (Hermes mounts plugin routes at start).")
     return EXIT_OK
 
 
@@ -1232,12 +1326,12 @@ def _parser_hermes(sub: Any, common: argparse.ArgumentParser) -> None:
         description=_wrap("hermes install: lay the Skill Court tab (a dashboard plugin) into a Hermes "
                           "profile's plugins/skill-court/ and enable it in its config.yaml "
                           "(plugins.enabled). Running it again changes only what differs."),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="court_hermes_command", metavar="COMMAND", title="commands")
     inst = actions.add_parser("install", parents=[common], help="lay the tab into a profile and enable it",
                               description=_wrap("Lay the Skill Court tab into the Hermes home and enable it."),
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     inst.add_argument("--hermes-home", metavar="DIR", type=Path, default=None,
                       help="the Hermes home (profile) to install into (default: $HERMES_HOME, else ~/.hermes)")
     _json_option(inst, '{"plugin_dir": PATH, "config": PATH, "written": [...], "enabled_now": BOOL, ...}')
@@ -1312,6 +1406,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return int(handler(args))
+    except KeyboardInterrupt:
+        _err(f"{_prog(args)}: interrupted")
+        return EXIT_INTERRUPTED
     except (StoreError, MergeError) as exc:
         _err(f"{_prog(args)}: {exc}")
         return EXIT_USAGE

@@ -17,9 +17,13 @@ _ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def plain(text: str) -> str:
-    """``text`` safe to write to a terminal or log line: escape sequences dropped, every
-    other control character (newline and tab too) made a space."""
+def plain(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` (made a string) safe to write to a terminal or log line: escape
+    sequences dropped, every other control character (newline and tab too, unless
+    ``keep_newlines`` keeps the newlines) made a space."""
+    text = str(text)
+    if keep_newlines:
+        return "\n".join(plain(part) for part in text.split("\n"))
     return _CONTROL.sub(" ", _ESCAPE.sub("", text))
 
 

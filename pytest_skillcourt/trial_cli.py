@@ -39,24 +39,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
+from pluggy import HookimplMarker
+
 from .agent.client import HOW_TO_CONFIGURE, ModelConfigError, resolve_model
 from .atomic import write_atomic
 from .layout import HERMES, Layout, agent_written, hermes_disabled, hermes_model, read_usage
 from .locks import held_elsewhere, locked
-from .report.terminal import fit_table, rows, terminal_width
+from .printable import plain
+from .report.terminal import command_lines, cut, fit_table, prose, rows, terminal_width
 from .skills import Library
 from .stats.verdict import Verdict, VerdictKind
 from .suite import SuiteError, load_suite
 from .suite_edit import find_suites
 from .trial import Cause, Outcome, Target, TrialResult
 
-#: Exit statuses, as ``pytest --skill-court`` gives them.
-EXIT_OK = 0
-EXIT_FAILED = 1  # a verdict failed (HURTS)
-EXIT_INTERRUPTED = 2
-EXIT_INTERNAL = 3
-EXIT_USAGE = 4
-EXIT_NO_ANSWER = 6  # session.EXIT_NO_ANSWER: the model never answered
+#: The exit statuses of ``pytest --skill-court`` (pytest's scheme) that a trial's session
+#: ends with; :attr:`TrialRun.exit_status` is one of them, and ``cli.trial_exit_status``
+#: maps it onto the command line's own scheme (``cli.ExitStatus``).
+PYTEST_OK = 0
+PYTEST_FAILED = 1  # a verdict failed (HURTS), or an item errored
+PYTEST_INTERRUPTED = 2
+PYTEST_INTERNAL = 3
+PYTEST_USAGE = 4
+PYTEST_NO_TESTS = 5
+PYTEST_INCOMPLETE = 6  # session.py's: the model never answered any run (or runs were left for want of a price)
+
+#: How the session's errors say the judge could not run at all (``controller.produce_verdicts``).
+JUDGE_COULD_NOT_RUN = "the judge could not run"
 
 DEFAULT_PARALLEL = 4
 CONFIG_NAME = "skill-court.toml"
@@ -68,14 +77,8 @@ PLUGIN_MODULE = "pytest_skillcourt.plugin"
 #: does not import pytest to build its parser (a unit test holds the two equal).
 ITEM_LAYOUTS = ("run", "skill")
 
-EPILOG = """\
-exit status (as pytest --skill-court):
-  0  no verdict failed
-  1  a verdict failed (HURTS)
-  2  interrupted
-  4  usage error: an unknown skill, a skill without tasks, no model, a bad option
-  6  the model never answered any run (a dead endpoint, a wrong key)
-"""
+#: ``pytest.hookimpl`` without importing pytest (the command line builds its parser without it).
+pytest_hookimpl = HookimplMarker("pytest")
 
 
 class TrialUsageError(ValueError):
@@ -269,20 +272,27 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
 
 
 class Progress:
-    """A pytest plugin of this command: one line per finished run on ``out``."""
+    """A pytest plugin of this command: one line per finished run on ``out`` (wrapped to
+    ``width``, default :func:`terminal_width`), and the count of runs that errored."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, width: int | None = None) -> None:
         self.out = out
+        self.width = width or terminal_width()
         self.total: int | None = None
         self.done = 0
+        self.failed = 0  # run items that ended in an error (not a skip): the result is short of them
 
     def _say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        for line in prose(text, self.width):
+            print(line, file=self.out, flush=True)
 
     def pytest_collection_finish(self, session: Any) -> None:
         if session.items:
             self.total = len(session.items)
 
+    # Only pytest-xdist defines this hook: optional, so that a session without xdist
+    # (not installed, or -p no:xdist) accepts the plugin.
+    @pytest_hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self.total = len(ids)
 
@@ -298,6 +308,7 @@ class Progress:
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
             what = "skipped: " + reason.removeprefix("Skipped: ")
         elif report.failed:
+            self.failed += 1
             what = "error (see the log)"
         elif "skill_court_runs" in props:  # one skill's runs on one model
             what = f"{props.get('runs')} runs: {props.get('outcomes') or 'none'}, {props.get('cached_runs')} cached"
@@ -347,39 +358,53 @@ def outcomes_of(doc: dict[str, Any]) -> tuple[Outcome, ...]:
     return tuple(out)
 
 
-def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str) -> list[str]:
-    """The verdict table of the trial and what follows it (causes, quarantine, errors)."""
+def release_command(prog: str, skill: str, model: str, quarantine_file: str | os.PathLike[str] | None = None) -> str:
+    """The command that lifts ``skill``'s quarantine for ``model``, as a user types it
+    (``--quarantine FILE`` when the file is not the one ``prog`` finds by itself)."""
+    where = f" --quarantine {shlex.quote(str(quarantine_file))}" if quarantine_file else ""
+    return f"{prog} release {shlex.quote(skill)} --model {shlex.quote(model)}{where}"
+
+
+def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str, width: int | None = None) -> list[str]:
+    """The verdict table of the trial and what follows it (causes, quarantine, errors),
+    every line within ``width`` (default :func:`terminal_width`)."""
+    width = width or terminal_width()
     outcomes = outcomes_of(doc)
-    lines = [f"skill court trial {doc.get('trial')}: agent {doc.get('agent')}, sandbox {doc.get('sandbox')}"]
+    lines = prose(f"skill court trial {doc.get('trial')}: agent {doc.get('agent')}, sandbox {doc.get('sandbox')}",
+                  width)
     if outcomes:
-        lines += fit_table(rows(TrialResult(trial=str(doc.get("trial")), outcomes=outcomes)), terminal_width())
+        lines += fit_table(rows(TrialResult(trial=str(doc.get("trial")), outcomes=outcomes)), width)
     else:
         lines.append("no verdict was made")
     hurts = [o for o in outcomes if o.kind is VerdictKind.HURTS]
     for o in outcomes:
         v = o.verdict
         if o.kind is VerdictKind.HURTS or v.hint:
-            lines += ["", f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}"]
+            lines.append("")
+            lines += prose(f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}", width)
             if o.cause is not None:
-                lines.append(f"  cause: {o.cause.cause}")
+                lines += prose(f"cause: {o.cause.cause}", width, "  ")
                 if o.cause.line:
-                    lines.append(f"  skill line: {o.cause.line}")
+                    lines += prose(f"skill line: {o.cause.line}", width, "  ")
             if v.hint:
-                lines.append(f"  hint: {v.hint}")
+                lines += prose(f"hint: {v.hint}", width, "  ")
     quarantine = doc.get("quarantine") or {}
     for entry in quarantine.get("set") or []:
-        lines.append(f"quarantined {entry['skill']} for model {entry['model']} in {quarantine.get('file')}; "
-                     f"undo: {prog} release {shlex.quote(entry['skill'])} --model {shlex.quote(entry['model'])}")
+        lines += prose(f"quarantined {entry['skill']} for model {entry['model']} in {quarantine.get('file')}", width)
+        # ``hermes court`` finds the profile's file by itself; ``skill-court`` needs to be told
+        # (a Hermes library's file is not the one it defaults to).
+        qfile = None if prog == "hermes court" else quarantine.get("file")
+        lines += command_lines("undo: ", release_command(prog, entry["skill"], entry["model"], qfile), width, "  ")
     for entry in quarantine.get("lifted") or []:
-        lines.append(f"lifted the quarantine of {entry['skill']} for model {entry['model']}")
+        lines += prose(f"lifted the quarantine of {entry['skill']} for model {entry['model']}", width)
     if hurts and not apply:
-        lines.append(f"not quarantined: pass --apply to hide a skill that hurts from the model it hurts "
-                     f"(file: {quarantine.get('file')})")
+        lines += prose(f"not quarantined: pass --apply to hide a skill that hurts from the model it hurts "
+                       f"(file: {quarantine.get('file')})", width)
     if doc.get("early_stop_skipped_runs"):
         lines.append(f"early stop saved {doc['early_stop_skipped_runs']} runs")
     lines.append(f"spend ${float(doc.get('spend_usd') or 0):.4f}")
     for error in doc.get("errors") or []:
-        lines.append(f"skill court: {error}")
+        lines += prose(f"skill court: {error}", width)
     return lines
 
 
@@ -390,10 +415,31 @@ def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str) -> list[str]:
 class TrialRun:
     """What one ``trial`` command did (for its output and for tests)."""
 
+    #: the session's exit status in ``pytest --skill-court``'s scheme (``PYTEST_*``; a
+    #: session that collected nothing as ``PYTEST_USAGE``); the command's own is
+    #: ``cli.trial_exit_status`` of this
     exit_status: int
     document: dict[str, Any] | None = None
     pytest_args: list[str] = field(default_factory=list)
     log: Path | None = None
+    #: run items that ended in an error (a failed test, not a skip): runs missing from the verdicts
+    failed_runs: int = 0
+
+    @property
+    def verdict_failed(self) -> bool:
+        """A verdict failed the session's gate (HURTS)."""
+        return any(v.get("failed") for v in (self.document or {}).get("verdicts") or [])
+
+    @property
+    def judge_errors(self) -> list[str]:
+        """Why the judge gave no outcome: one entry per pair it failed on, and the
+        session's error when it could not run at all."""
+        doc = self.document or {}
+        found = [str(e) for e in doc.get("errors") or [] if str(e).startswith(JUDGE_COULD_NOT_RUN)]
+        for v in doc.get("verdicts") or []:
+            found += [f"{v.get('skill')} on {v.get('model')}, {j.get('task')} r{j.get('rep')}: {j['error']}"
+                      for j in v.get("judgments") or [] if isinstance(j, dict) and j.get("error")]
+        return found
 
 
 def _models(layout: Layout, options: TrialOptions) -> tuple[tuple[str, ...], str | None]:
@@ -415,7 +461,7 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
     """Put the chosen skills on trial; the exit status and the result document.
 
     Raises:
-        TrialUsageError: the trial cannot start as asked (exit status 4).
+        TrialUsageError: the trial cannot start as asked (a usage error).
     """
     err = err or sys.stderr
     select(layout, library, options, prog=prog)  # an unknown skill or one without tasks: say so first
@@ -429,19 +475,18 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
     options = dataclasses.replace(options, models=models)
     selection = select(layout, library, options, prog=prog)
     for note in selection.notes:
-        print(f"{prog} trial: {note}", file=err)
+        _tell(err, prog, note)
     disabled: list[str] = []
     if layout.kind == HERMES and layout.hermes_home is not None:
         for name in hermes_disabled(layout.hermes_home):
             if name in selection.skills:
-                print(f"{prog} trial: {name} is disabled in the profile (skills.disabled); it is tried as "
-                      "if enabled", file=err)
+                _tell(err, prog, f"{name} is disabled in the profile (skills.disabled); it is tried as if enabled")
             else:
                 disabled.append(name)
     wanted = options.parallel or DEFAULT_PARALLEL
     if wanted > 1 and not xdist_installed() and options.parallel is not None:
-        print(f"{prog} trial: --parallel {wanted}: pytest-xdist is not installed, so runs go one at a "
-              "time (pip install pytest-xdist)", file=err)
+        _tell(err, prog, f"--parallel {wanted}: pytest-xdist is not installed, so runs go one at a time "
+              "(pip install pytest-xdist)")
     layout.ensure_data_dir()
     config = layout.data_dir / CONFIG_NAME
     write_atomic(config, config_text(layout, disabled))
@@ -457,35 +502,60 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
         import pytest  # the whole engine: loaded only for a trial
 
         main = pytest.main
-    print(f"{prog} trial: {', '.join(selection.skills)} on {', '.join(models)}: {selection.runs} runs "
-          f"({workers(options, selection.runs)} at a time); pytest's output: {log}", file=err, flush=True)
+    _tell(err, prog, f"{', '.join(selection.skills)} on {', '.join(models)}: {selection.runs} runs "
+          f"({workers(options, selection.runs)} at a time); pytest's output: {log}")
     if layout.kind == HERMES and held_elsewhere(layout.data_dir / TRIAL_LOCK):
-        print(f"{prog} trial: another trial of this profile is running; waiting for it", file=err, flush=True)
+        _tell(err, prog, "another trial of this profile is running; waiting for it")
     try:
         # One trial at a time per profile: the automatic runner and a hand trial share the store.
+        progress = Progress(err)
         with locked(layout.data_dir / TRIAL_LOCK), open(log, "w", encoding="utf-8") as handle, _stdout_to(handle):
-            code = int(main(args, plugins=[Progress(err)]))
+            code = int(main(args, plugins=[progress]))
         document = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(json_path)
-    return TrialRun(_exit_status(code, document, log, err, prog), document, args, log)
+    done = TrialRun(_exit_status(code, log, err, prog), document, args, log, failed_runs=progress.failed)
+    _say_untrusted(done, err, prog)
+    return done
 
 
-def _exit_status(code: int, document: dict[str, Any] | None, log: Path, err: TextIO, prog: str) -> int:
-    if code == EXIT_NO_ANSWER:
-        print(f"{prog} trial: the model never answered: no run got a reply, so no skill was tried; check "
-              f"--model, --base-url and the API key (the runs' errors are in {log})", file=err)
-    if code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_ANSWER, EXIT_INTERRUPTED):
-        if code == EXIT_FAILED and document is not None and not any(
-                v.get("failed") for v in document.get("verdicts") or []):
-            print(f"{prog} trial: a run failed without a failed verdict; see {log}", file=err)
-        return code
-    if code == 5:  # pytest: no tests collected
-        print(f"{prog} trial: the session collected nothing; see {log}", file=err)
-        return EXIT_USAGE
-    tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:] if log.exists() else []
-    print(f"{prog} trial: pytest ended with status {code}; the end of {log}:", file=err)
-    for line in tail:
-        print(f"  {line}", file=err)
+def _tell(err: TextIO, prog: str, text: str) -> None:
+    """A message of the command on ``err``, wrapped to the terminal's width."""
+    for line in prose(f"{prog} trial: {text}", terminal_width()):
+        print(line, file=err, flush=True)
+
+
+def _exit_status(code: int, log: Path, err: TextIO, prog: str) -> int:
+    """pytest's exit status of the session, said when it is not about verdicts."""
+
+    def say(text: str) -> None:
+        _tell(err, prog, text)
+
+    if code == PYTEST_INCOMPLETE:
+        say("the session could not try what it was asked to (the model never answered, or runs were not "
+            f"started for want of a price); check --model, --base-url and the API key, or --allow-unpriced "
+            f"(the runs' errors are in {log})")
+    elif code == PYTEST_INTERRUPTED:
+        say(f"interrupted; what was recorded stays in the store (pytest's output: {log})")
+    elif code == PYTEST_NO_TESTS:
+        say(f"the session collected nothing; see {log}")
+        return PYTEST_USAGE
+    elif code not in (PYTEST_OK, PYTEST_FAILED, PYTEST_USAGE):
+        say(f"pytest ended with status {code}; the end of {log}:")
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:] if log.exists() else []
+        for line in tail:
+            print(cut(f"  {plain(line)}", terminal_width()), file=err)
     return code
+
+
+def _say_untrusted(done: TrialRun, err: TextIO, prog: str) -> None:
+    """Say what keeps the verdicts from being trusted: runs that errored, pairs the judge failed on."""
+    if done.failed_runs:
+        _tell(err, prog, f"{done.failed_runs} run(s) ended in an error, so the verdicts lack them; see {done.log}")
+    elif done.exit_status == PYTEST_FAILED and not done.verdict_failed:
+        _tell(err, prog, f"the session failed without a failed verdict; see {done.log}")
+    judge = done.judge_errors
+    if judge:
+        _tell(err, prog, f"the judge gave no outcome for {len(judge)} pair(s) (first: {judge[0]}); the verdicts "
+              "rest on the others")

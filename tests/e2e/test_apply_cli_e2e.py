@@ -66,7 +66,8 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
 
     result = run_court(pytester, "--skill-court-apply", junitxml=None)
     result.assert_outcomes(passed=13, failed=1)
-    result.stdout.fnmatch_lines(["*house-format*HURTS*", "quarantined house-format for model test-model in *"])
+    # the file's path, wider than what the line has left, starts the next line
+    result.stdout.fnmatch_lines(["*house-format*HURTS*", "quarantined house-format for model test-model in*"])
     got = entries(qfile)
     assert set(got) == {("other-tip", "*"), ("house-format", "test-model")}
     trial_entry = got[("house-format", "test-model")]
@@ -79,12 +80,13 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
     assert code == 0
     rows = sorted(line.split()[:3] for line in out.splitlines()[1:3])
     assert rows == [["house-format", "test-model", "trial"], ["other-tip", "*", "hand"]]
-    assert f"  house-format [test-model] cause: {CAUSE['cause']}" in out
+    assert f"house-format [test-model] cause: {CAUSE['cause']}" in " ".join(out.split())
 
     code, out, _ = cli(capsys, "report", "--store", str(store))
     assert code == 0
     assert "house-format on custom/test-model: HURTS: success fell from 100% to 0% (3 tasks)" in out
-    assert f"  cause: {CAUSE['cause']}" in out and f"  skill line: {CAUSE['line']}" in out
+    flat = " ".join(out.split())
+    assert f"cause: {CAUSE['cause']}" in flat and f"skill line: {CAUSE['line']}" in flat
     table = {line.split()[0]: line.split() for line in out.splitlines()[1:3]}
     assert table["house-format"][2:5] == ["HURTS", "no", "3/0"]
     code, out, _ = cli(capsys, "report", "--store", str(store), "--json", "--skill", "house-format")
@@ -102,7 +104,7 @@ def test_apply_list_release_and_hand_entries(pytester: pytest.Pytester, server: 
     assert code == 0 and "Released 'house-format' for model 'test-model' (set by trial" in out
     assert set(entries(qfile)) == {("other-tip", "*")}
     code, _, err = cli(capsys, "--quarantine", str(qfile), "release", "house-format")
-    assert code == 1 and "is not quarantined" in err
+    assert code == 3 and "is not quarantined" in err
     code, out, _ = cli(capsys, "--quarantine", str(qfile), "list")
     assert "house-format" not in out and "other-tip" in out
 
@@ -124,7 +126,7 @@ def test_a_changed_skill_that_no_longer_hurts_lifts_only_the_trial_entry(
                 body="Write totals as TOTAL-<n>.")
     code, out, _ = cli(capsys, "report", "--store", str(store), "--skill", "house-format")
     assert code == 0 and "changed since: yes" in out
-    assert cli(capsys, "report", "--store", str(store), "--model", "nobody")[0] == 1
+    assert cli(capsys, "report", "--store", str(store), "--model", "nobody")[0] == 3  # nothing matched
 
     server.set_handler(always_right)
     result = run_court(pytester, "--skill-court-apply", junitxml=None)

@@ -90,7 +90,9 @@ def verdicts(props: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
 
 
 def test_rerun_of_unchanged_library_makes_no_call_and_starts_no_sandbox(
-        pytester: pytest.Pytester, server: LLMServer, counter: BwrapCounter) -> None:
+        pytester: pytest.Pytester, server: LLMServer, counter: BwrapCounter,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: the table keeps every column
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url)
     first = run_court(pytester)
@@ -190,7 +192,9 @@ def test_judgments_are_cached_like_runs(pytester: pytest.Pytester, server: LLMSe
 PRICE = "test-model = 1000 1000"  # USD per Mtok: 120 tokens = $0.12
 
 
-def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester, server: LLMServer) -> None:
+def test_budget_stops_new_runs_and_cost_reaches_junit(pytester: pytest.Pytester, server: LLMServer,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: the table keeps every column
     server.set_handler(helps_house_format)
     two_suites(pytester, server.base_url,
                ini_text=ini(server.base_url, sandbox="local", allow_unpriced=False, prices=[PRICE]))

@@ -158,5 +158,5 @@ def test_hermes_court_runs_the_same_cli(tmp_path: Path) -> None:
     listed = court("list", "--json")
     assert json.loads(listed.stdout)["entries"][0]["skill"] == SALES
     missing = court("release", "nope")
-    assert missing.returncode == 1 and "'nope' is not quarantined" in missing.stderr
+    assert missing.returncode == 3 and "'nope' is not quarantined" in missing.stderr
     assert court("release", SALES).returncode == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.cli import EXIT_HURTS, main
+from pytest_skillcourt.cli import EXIT_GATE, main
 from pytest_skillcourt.store import Store
 from tests.support.builders import count_rows, ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
@@ -84,7 +84,7 @@ def test_merged_shards_give_the_unsharded_verdicts(pytester: pytest.Pytester, se
 
     merged = pytester.path / "merged.db"
     capsys.readouterr()
-    assert main(["merge", str(s1), str(s2), "-o", str(merged)]) == EXIT_HURTS
+    assert main(["merge", str(s1), str(s2), "-o", str(merged)]) == EXIT_GATE
     out = capsys.readouterr().out
     assert "Merged 2 store(s) into" in out and "csv-rule on custom/test-model: HURTS" in out
     assert f"  cause: {CAUSE['cause']}" in out

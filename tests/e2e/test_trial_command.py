@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,16 @@ def test_a_hurts_verdict_is_quarantined_in_the_hermes_profiles_file(court: Court
     (entry,) = q.read_entries(qfile)  # the very file the Hermes plugin reads: no copying
     assert (entry.skill, entry.set_by) == (SKILL, "trial") and entry.hides_from("custom/test-model")
     assert f"quarantined {SKILL} for model {entry.model} in {qfile}" in out
-    assert f"undo: skill-court release {SKILL} --model {entry.model}" in out
+    assert f"undo: skill-court release {SKILL} --model {entry.model} --quarantine {qfile}" in out
+    # The printed undo works as printed, from any folder, without HERMES_HOME (issue 32 row 12).
+    undo = [line for line in out.splitlines() if line.lstrip().startswith("undo: ")][0]
+    words = shlex.split(undo.split("undo: ", 1)[1])
+    assert words[0] == "skill-court"
+    env = {k: v for k, v in court.env.items() if k != "HERMES_HOME"}
+    released = subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", *words[1:]], env=env,
+                              cwd=court.root.parent, capture_output=True, text=True, timeout=60)
+    assert released.returncode == 0, released.stderr
+    assert q.read_entries(qfile) == []
     assert entry.cause == "the skill's rule about totals misled the model"
     assert "[1/6] t1[with]" in done.stderr and "failure" in done.stderr
     # The engine's store, in the profile's data folder, holds the verdict: `report` reads it.
@@ -179,10 +189,10 @@ def test_all_tries_only_the_skills_the_agent_wrote(court: Court, server: LLMServ
         ([SKILL, "--budget", "nan"], "expected a finite number"),
     ],
 )
-def test_usage_errors_exit_4_before_any_run(court: Court, server: LLMServer, args: list[str], message: str) -> None:
+def test_usage_errors_exit_2_before_any_run(court: Court, server: LLMServer, args: list[str], message: str) -> None:
     court.add_tasks(n=1)
     done = court.trial(*args)
-    assert done.returncode == 4, (done.stdout, done.stderr)
+    assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and done.stdout == ""
     assert "tasks add other-tip --prompt" in done.stderr or args != ["other-tip"]
     assert server.chat_requests() == []
@@ -191,11 +201,11 @@ def test_usage_errors_exit_4_before_any_run(court: Court, server: LLMServer, arg
 def test_no_model_is_a_usage_error(court: Court) -> None:
     court.add_tasks(n=1)
     done = court.command("trial", SKILL, "--sandbox", "local")
-    assert done.returncode == 4
+    assert done.returncode == 2
     assert "no model" in done.stderr and "--model PROVIDER/MODEL" in done.stderr
     (court.home / "config.yaml").write_text("model:\n  default: gpt-4.1-mini\n  provider: openai\n")
     done = court.command("trial", SKILL, "--sandbox", "local")
-    assert done.returncode == 4 and "OPENAI_API_KEY is not set" in done.stderr
+    assert done.returncode == 2 and "OPENAI_API_KEY is not set" in done.stderr
 
 
 def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> None:
@@ -209,12 +219,12 @@ def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> N
     assert {r.model for r in server.chat_requests()} == {"profile-model"}
 
 
-def test_a_model_that_never_answers_exits_6(court: Court) -> None:
+def test_a_model_that_never_answers_exits_4(court: Court) -> None:
     court.add_tasks(n=1)
     done = court.command("trial", SKILL, "--model", "custom/m", "--base-url", "http://127.0.0.1:9/v1",
                          "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--timeout", "30")
-    assert done.returncode == 6, done.stderr
-    assert "the model never answered: no run got a reply" in done.stderr
+    assert done.returncode == 4, done.stderr  # the result cannot be trusted
+    assert "the model never answered" in done.stderr and "check --model, --base-url and the API key" in done.stderr
     assert "INCONCLUSIVE" in done.stdout
 
 
@@ -249,4 +259,20 @@ def test_items_skill_gives_the_same_verdict_and_shares_the_cache(court: Court, s
 
 def test_a_bad_item_layout_is_refused_before_anything_runs(court: Court) -> None:
     done = court.command("trial", SKILL, "--items", "task")
-    assert done.returncode == 4 and "--items: invalid choice: 'task'" in done.stderr
+    assert done.returncode == 2 and "--items: invalid choice: 'task'" in done.stderr
+
+
+def test_the_trial_output_fits_a_narrow_terminal(court: Court, server: LLMServer) -> None:
+    server.set_handler(hurting_model())
+    court.add_tasks()
+    court.env["COLUMNS"] = "60"
+    done = court.trial(SKILL, "--apply")
+    assert done.returncode == 1, done.stderr
+    ours = done.stdout.splitlines() + [line for line in done.stderr.splitlines()
+                                       if line.startswith(("skill-court trial:", "[", "  "))]
+    # only a word wider than the line (here the store's path) may pass it, alone on its line
+    too_wide = [line for line in ours if len(line) > 60 and len(line.strip().removesuffix(" \\").split()) > 1]
+    assert not too_wide, "\n".join(too_wide)
+    out = " ".join(done.stdout.split())
+    assert "cause: the skill's rule about totals misled the model" in out
+    assert f"undo: skill-court release {SKILL} --model" in out and "these verdicts again: skill-court report" in out

@@ -272,7 +272,9 @@ def fair_judge(request: RecordedRequest) -> Reply:
                  input_tokens=300, output_tokens=20)
 
 
-def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server: LLMServer) -> None:
+def test_checkless_tasks_are_judged_end_to_end(pytester: pytest.Pytester, server: LLMServer,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: the table keeps every column
     agent = loading_agent("house-format", right_total, wrong_total)
 
     def handler(request: RecordedRequest) -> Reply:

@@ -110,7 +110,7 @@ def test_a_broken_state_file_is_named(home: Path) -> None:
 
 
 def test_trial_auto_refuses_skills_and_all(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["trial", "--auto", SKILL, "--hermes-home", str(home)]) == 4
+    assert cli.main(["trial", "--auto", SKILL, "--hermes-home", str(home)]) == 2
     assert "name no skill" in capsys.readouterr().err
 
 

@@ -25,10 +25,11 @@ def test_help_explains_commands_and_exit_codes(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     for command in ("list", "quarantine", "release", "cleanup"):
         assert f"    {command}" in out
-    assert "0  done" in out and "1  nothing matched" in out and "2  usage error" in out
+    assert "0  done" in out and "3  nothing matched" in out and "2  usage error" in out
     assert "$SKILL_COURT_QUARANTINE" in out
     assert main(["release", "--help"]) == 0
-    assert "Exit status 1 when nothing matched" in " ".join(capsys.readouterr().out.split())
+    out = capsys.readouterr().out
+    assert "Remove the quarantine entries of SKILL" in out and "exit status" not in out.lower()
 
 
 def test_usage_errors_exit_2(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,7 +42,9 @@ def test_usage_errors_exit_2(qfile: Path, capsys: pytest.CaptureFixture[str]) ->
     assert not qfile.exists()
 
 
-def test_quarantine_list_release_round_trip(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_quarantine_list_release_round_trip(qfile: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the layout at a width that takes every line whole
     assert main(["--quarantine", str(qfile), "quarantine", "sales", "--model", "openai/GPT-4.1-mini",
                  "--reason", "rounds wrong"]) == 0
     out = capsys.readouterr().out
@@ -73,15 +76,15 @@ def test_quarantine_list_release_round_trip(qfile: Path, capsys: pytest.CaptureF
     assert f"Nothing is quarantined in {qfile}." in capsys.readouterr().out
 
 
-def test_release_of_what_is_not_there_exits_1(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--quarantine", str(qfile), "release", "ghost"]) == 1
+def test_release_of_what_is_not_there_exits_3(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--quarantine", str(qfile), "release", "ghost"]) == cli.EXIT_NO_MATCH == 3
     err = capsys.readouterr().err
     assert f"'ghost' is not quarantined in {qfile}; nothing was changed." in err
     assert "skill-court list" in err
     assert not qfile.exists()
     q.quarantine(qfile, "sales", model="model-a")
     before = qfile.read_bytes()
-    assert main(["--quarantine", str(qfile), "release", "sales", "--model", "model-b"]) == 1
+    assert main(["--quarantine", str(qfile), "release", "sales", "--model", "model-b"]) == 3
     err = capsys.readouterr().err
     assert "'sales' is not quarantined for model 'model-b'" in err
     assert "It is quarantined for: model-a." in err
@@ -205,5 +208,21 @@ def test_hermes_court_uses_the_same_commands_and_the_hermes_file(tmp_path: Path,
     args = top.parse_args(["court", "release", "ghost"])
     with pytest.raises(SystemExit) as info:
         args.func(args)
-    assert info.value.code == 1
+    assert info.value.code == 3
     assert "hermes court: 'ghost' is not quarantined" in capsys.readouterr().err
+
+
+def test_the_printed_undo_names_the_file_it_was_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    flag_file = tmp_path / "elsewhere" / "q.json"
+    assert main(["--quarantine", str(flag_file), "quarantine", "c", "--model", "m", "--json"]) == 0
+    undo = json.loads(capsys.readouterr().out)["undo"]
+    assert undo == f"skill-court release c --model m --quarantine {flag_file}"
+    assert main(shlex.split(undo)[1:]) == 0  # as printed: the entry goes
+    assert q.read_entries(flag_file) == []
+    assert main(["quarantine", "d"]) == 0  # the default file: nothing to add
+    assert "Undo: skill-court release d --model '*'" in capsys.readouterr().out

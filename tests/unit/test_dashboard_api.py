@@ -146,8 +146,8 @@ def test_release_then_quarantine_write_what_the_cli_writes(client: TestClient, p
     assert read_entries(profile.quarantine) == []
     again = client.post(f"{API}/release", json={"skill": HURTS_SKILL, "model": MODEL})
     assert again.status_code == 404 and "nothing was changed" in again.json()["detail"]
-    # the CLI refuses the same release (exit 1)
-    assert cli.main(["release", HURTS_SKILL, "--model", MODEL, "--quarantine", str(profile.quarantine)]) == 1
+    # the CLI refuses the same release (exit 3: nothing matched)
+    assert cli.main(["release", HURTS_SKILL, "--model", MODEL, "--quarantine", str(profile.quarantine)]) == 3
     got = client.post(f"{API}/quarantine", json={"skill": HURTS_SKILL, "model": "openai/GPT-4.1-mini"})
     assert got.status_code == 200
     [entry] = read_entries(profile.quarantine)

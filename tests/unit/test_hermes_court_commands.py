@@ -74,11 +74,11 @@ def test_exit_statuses_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     top, _ = hermes_court()
     with pytest.raises(SystemExit) as usage:
         top.parse_args(["court", "trial", SKILL, "--tasks", "zero"])
-    assert usage.value.code == 4
+    assert usage.value.code == 2
     args = top.parse_args(["court", "trial", SKILL])
     with pytest.raises(SystemExit) as no_tasks:
         args.func(args)
-    assert no_tasks.value.code == 4
+    assert no_tasks.value.code == 2
     assert f"hermes court trial: '{SKILL}' has no tasks" in capsys.readouterr().err
     args = top.parse_args(["court", "tasks", "add", SKILL, "--prompt", "Q"])
     assert args.func(args) is None  # 0: Hermes' handler returns, as for every command

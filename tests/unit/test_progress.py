@@ -164,6 +164,8 @@ def test_a_line_after_pytest_began_its_line_ends_it_and_pytest_line_is_written_a
 
 def test_text_from_suites_and_models_loses_its_control_characters() -> None:
     assert plain("a\x1b[2Jb\x1b]0;title\x07c\rd\ne\tf\x00g\x9bh\u202ei") == "abc d e f g h i"
+    assert plain("a\x1b[2J\nb\rc", keep_newlines=True) == "a\nb c"
+    assert plain(42) == "42"
     p, term, clock = progress(tty=True, column=0)
     p.started("skills_tests/evil.yaml::t1\x1b[31m\r\x07[with]")
     clock.now += 3

@@ -93,6 +93,7 @@ def test_json_v3_names_checks_and_the_tasks_not_run(tmp_path: Path) -> None:
 class FakeTerminal:
     def __init__(self, verbose: int = 0) -> None:
         self.lines: list[str] = []
+        self._tw = type("TW", (), {"fullwidth": 200})()  # wide enough for every column (narrower: test_terminal_width)
         self.config = type("C", (), {"getoption": staticmethod(lambda name, default=None: verbose)})()
 
     def write_sep(self, sep: str, title: str, **kw: Any) -> None:

@@ -5,6 +5,7 @@ onto the court's, and ``--parallel`` onto xdist workers.  The command end to end
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from pytest_skillcourt.layout import hermes_layout
 from pytest_skillcourt.options import ItemLayout
-from pytest_skillcourt.trial_cli import (ITEM_LAYOUTS, Selection, TrialOptions, pytest_args, workers,
+from pytest_skillcourt.trial_cli import (ITEM_LAYOUTS, Progress, Selection, TrialOptions, pytest_args, workers,
                                          xdist_installed)
 
 
@@ -83,3 +84,32 @@ def test_a_target_and_its_suite_facts_travel_as_json() -> None:
     assert back == target and back.facts == facts and back.facts.source == facts.source
     assert Target.from_dict({"nodeid": "n", "suite_rel": "x.yaml", "model": "m"}).facts is None
     hash(target)  # a dict inside does not make a target unhashable
+
+
+def test_the_progress_plugin_works_in_a_session_without_xdist(pytester: pytest.Pytester) -> None:
+    """Its xdist hook is optional: without pytest-xdist (not installed, or ``-p no:xdist``) the
+    session accepts the plugin instead of failing with "unknown hook"."""
+    pytester.makepyfile(test_runs="""
+        import pytest
+
+        def test_answered(record_property):
+            record_property("skill_court_run", "r1")
+            record_property("skill", "house-format")
+            record_property("outcome", "success")
+
+        def test_errored(record_property):
+            record_property("skill_court_run", "r2")
+            record_property("skill", "house-format")
+            raise RuntimeError("the sandbox went away")
+
+        def test_not_a_run():
+            pass
+    """)
+    out = io.StringIO()
+    progress = Progress(out, width=80)
+    result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", plugins=[progress])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert not pytester.parseconfig("-p", "no:xdist").pluginmanager.has_plugin("xdist")  # its hooks unknown
+    assert out.getvalue().splitlines() == ["[1/3] test_answered house-format: success",
+                                           "[2/3] test_errored house-format: error (see the log)"]
+    assert (progress.total, progress.done, progress.failed) == (3, 2, 1)
