@@ -27,6 +27,7 @@ from typing import Any, Callable, Collection, Sequence
 
 from pytest_skillcourt import __version__, sandbox
 from pytest_skillcourt import auto as auto_trials
+from pytest_skillcourt import claude_court
 from pytest_skillcourt import tasks as task_commands
 from pytest_skillcourt.agent.registry import RUNNERS
 from pytest_skillcourt.layout import Layout, LayoutError, check_library, default_hermes_home, hermes_layout, resolve
@@ -747,12 +748,14 @@ def _hermes_own_home() -> Path:
 
 
 def _layout(args: argparse.Namespace) -> Layout:
-    """The library of this invocation (``--skills``, else the Hermes home)."""
+    """The library of this invocation (``--skills``, else the Claude Code project around the
+    current folder, else the Hermes home)."""
     home = args.hermes_home
     if home is None and getattr(args, "skills_dir", None) is None:
         own = getattr(args, "court_hermes_home", None)
         home = own() if own is not None else None
-    return resolve(hermes_home=home, skills=getattr(args, "skills_dir", None))
+    claude = claude_court.cli_layout(getattr(args, "skills_dir", None), search=home is None)
+    return claude or resolve(hermes_home=home, skills=getattr(args, "skills_dir", None))
 
 
 # -- trial -------------------------------------------------------------------------
@@ -796,9 +799,11 @@ def cmd_trial(args: argparse.Namespace) -> int:
         check_library(layout)
         library = load_library(layout.skills_dir)
         profile = args.hermes_home or layout.hermes_home
+        agent, models, base_url = claude_court.trial_defaults(layout, agent=args.agent, models=args.model or (),
+                                                              base_url=args.base_url)
         options = TrialOptions(
-            skills=tuple(args.skill), all_agent=args.all, models=tuple(args.model or ()), base_url=args.base_url,
-            agent=args.agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
+            skills=tuple(args.skill), all_agent=args.all, models=models, base_url=base_url,
+            agent=agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
             budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
             keep_sandboxes=args.keep_sandboxes, fresh=args.fresh, items=args.items,
             judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
@@ -806,6 +811,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
             hermes_profile=Path(profile) if args.agent == "hermes" and profile else None)
         done = run_trial(layout, library, options, prog=prog)
+        if args.apply:
+            claude_court.after_trial(layout, say=lambda text: _err(f"{prog} trial: {plain(text)}"))
     except (TrialUsageError, LayoutError, LibraryError) as exc:
         _err(f"{prog} trial: {exc}")
         return EXIT_USAGE
@@ -922,6 +929,19 @@ def cmd_auto(args: argparse.Namespace) -> int:
 @subcommand("auto")
 def _parser_auto(sub: Any, common: argparse.ArgumentParser) -> None:
     auto_trials.add_parser(sub, parents=[common], handler=cmd_auto)
+
+
+# -- claude --------------------------------------------------------------------------
+
+
+def cmd_claude(args: argparse.Namespace) -> int:
+    """``claude install|uninstall|status|release``: automatic trials in Claude Code."""
+    return claude_court.run_command(args, out=_out, err=_err, prog=_prog(args))
+
+
+@subcommand("claude")
+def _parser_claude(sub: Any, common: argparse.ArgumentParser) -> None:
+    claude_court.add_parser(sub, parents=[common], handler=cmd_claude)
 
 
 # -- tasks -------------------------------------------------------------------------

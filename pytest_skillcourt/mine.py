@@ -609,6 +609,10 @@ def add_parser(subparsers: Any, *, parents: Sequence[argparse.ArgumentParser] = 
              "$HERMES_HOME/plugin-data/skill-court/suites, or skills_tests/ beside --skills DIR)",
     )
     parser.add_argument("--max-tasks", type=int, default=20, metavar="N", help="most tasks per suite (default 20)")
+    parser.add_argument(
+        "--claude-home", type=Path, default=None, metavar="DIR",
+        help="in a Claude Code project (a folder with .claude/skills, or --skills X/.claude/skills): mine "
+             "its session transcripts under DIR/projects/ (default: $CLAUDE_CONFIG_DIR, else ~/.claude)")
     parser.set_defaults(func=run, court_handler=run)
 
 
@@ -619,6 +623,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tasks < 1:
         print(f"skill-court tasks mine: --max-tasks expected a positive number, got {args.max_tasks}", file=sys.stderr)
         return 2
+    from pytest_skillcourt import claude_court, claude_mine
+
+    claude = claude_court.cli_layout(getattr(args, "skills_dir", None), search=args.hermes_home is None and
+                                     getattr(args, "court_hermes_home", None) is None)
+    if claude is not None:  # a Claude Code project: its transcripts, not state.db (claude_mine)
+        return claude_mine.run(args, claude, claude.rootdir if claude.rootdir != claude.data_dir else None)
     where = resolve(hermes_home=Path(home), skills=getattr(args, "skills_dir", None))
     out = args.out if args.out is not None else where.suites_dir
     try:
