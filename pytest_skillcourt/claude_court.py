@@ -325,7 +325,9 @@ def sync_hidden(court: Path, home: Path, *, say: Callable[[str], None] = lambda 
                 continue
             overrides = overrides if overrides is not None else {}
             hidden[folder] = {"skill": skill, "file": str(target), "previous": overrides.get(folder),
-                              "had_overrides": isinstance(data.get("skillOverrides"), dict)}
+                              "had_overrides": isinstance(data.get("skillOverrides"), dict),
+                              "made_file": not target.exists() or any(
+                                  v.get("made_file") for v in hidden.values() if v.get("file") == str(target))}
             overrides[folder] = "off"
             data["skillOverrides"] = overrides
             changes.append(f"hid '{skill}' from Claude Code: skillOverrides {folder!r} off in {target}")
@@ -341,7 +343,10 @@ def sync_hidden(court: Path, home: Path, *, say: Callable[[str], None] = lambda 
                     data.pop("skillOverrides", None)
             del hidden[folder]
             changes.append(f"'{entry.get('skill', folder)}' is shown to Claude Code again ({target})")
-        if json.dumps(data, sort_keys=True) != before:
+        if not data and mine and any(e.get("made_file") for e in mine.values()) and not any(
+                v.get("file") == str(target) for v in hidden.values()):
+            target.unlink(missing_ok=True)  # the court made the file, and nothing else is in it
+        elif json.dumps(data, sort_keys=True) != before:
             _write_settings_file(target, data)
     write_atomic(record_path, json.dumps({"hidden": hidden, "quarantine_marks": marks}, indent=1) + "\n")
     for line in changes:

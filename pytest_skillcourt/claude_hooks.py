@@ -212,17 +212,24 @@ def append_event(court: Path, event: Mapping[str, Any]) -> None:
             handle.write(line)
 
 
-def inbox_sessions(court: Path) -> set[str]:
-    """The sessions named in the court's inbox."""
-    out: set[str] = set()
+def inbox_events(court: Path) -> list[dict[str, Any]]:
+    """The events waiting in the court's inbox."""
+    out: list[dict[str, Any]] = []
     try:
         with open(court / INBOX, encoding="utf-8") as handle:
             for line in handle:
-                with contextlib.suppress(ValueError, AttributeError):
-                    out.add(str(json.loads(line).get("session_id") or ""))
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict):
+                        out.append(event)
     except FileNotFoundError:
         pass
     return out
+
+
+def inbox_sessions(court: Path) -> set[str]:
+    """The sessions named in the court's inbox."""
+    return {str(e.get("session_id") or "") for e in inbox_events(court)}
 
 
 def _state(court: Path) -> dict[str, Any]:
@@ -434,8 +441,12 @@ class Hook:
     def session_end(self) -> None:
         home_court = self._home_court()
         if home_court is not None and self.session_id:
-            for path in changed_since(home_court, self.session_id, scanned_libraries(self.project, self.home)):
-                self.queue(Path(path), "session-end", "edit")
+            changed = changed_since(home_court, self.session_id, scanned_libraries(self.project, self.home))
+            queued = {str(e.get("skill_md")) for court in self.courts for e in inbox_events(court)
+                      if e.get("session_id") == self.session_id} if changed else set()
+            for path in changed:
+                if path not in queued:  # written by other means than Write/Edit (a Bash `cat >`)
+                    self.queue(Path(path), "session-end", "edit")
         for court in self.courts:
             if not court.is_dir() or not self.session_id or not has_work(court, self.session_id):
                 continue
