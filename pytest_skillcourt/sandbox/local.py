@@ -21,7 +21,9 @@ What the jail gives:
   the sandbox's uid) and single agent files read-only under ``AGENT_ROOT``
   (``--ro-bind-fd`` of a file the host process opened, so the sandbox's uid
   needs no access to the file's host folders; bubblewrap before 0.7 has no
-  ``--ro-bind-fd`` and binds the path instead);
+  ``--ro-bind-fd`` and binds the path instead); and only in the execs a runner
+  starts inside ``LocalSandbox.read_only_trees``, whole host folders an agent
+  runs from (Hermes' Python environment), read-only, at the paths it names;
 - an empty environment plus ``PATH``, ``HOME=/root``, ``LANG`` and what the
   spec or the exec sets;
 - limits per exec with ``prlimit``: processes (``RLIMIT_NPROC``) and memory
@@ -52,7 +54,9 @@ uses.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import posixpath
 import secrets
 import selectors
 import shutil
@@ -62,7 +66,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -71,6 +75,7 @@ from filelock import BaseFileLock
 
 from pytest_skillcourt import locks
 from pytest_skillcourt.sandbox.base import (
+    AGENT_ROOT,
     DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
     GATEWAY_MOUNT,
@@ -278,6 +283,26 @@ def _system_binds() -> list[str]:
     return args
 
 
+#: Sandbox paths a read-only tree may not be put at or inside (``read_only_trees``).
+TREE_REFUSED_UNDER = ("/proc", "/dev", "/etc", GATEWAY_MOUNT, AGENT_ROOT,
+                      *("/" + name for name in SYSTEM_DIRS))
+#: Sandbox paths a read-only tree may be put inside but not at.
+TREE_REFUSED_AT = ("/", "/workspace", "/root", "/tmp", "/run", "/opt")
+
+
+def tree_target_refused(target: str) -> str:
+    """"" when ``read_only_trees`` may show a host folder at sandbox path ``target``, else why not."""
+    if (not isinstance(target, str) or not target.startswith("/") or "\0" in target
+            or posixpath.normpath(target) != target or target.startswith("//")):
+        return "must be a plain absolute path"
+    if target in TREE_REFUSED_AT:
+        return "is one of the sandbox's own folders"
+    for place in TREE_REFUSED_UNDER:
+        if target == place or target.startswith(place + "/"):
+            return f"lies in {place}, which the sandbox itself provides"
+    return ""
+
+
 def system_view_id() -> str:
     """Describe the host system the local jail exposes (for the run cache key)."""
     fields: dict[str, str] = {}
@@ -344,6 +369,7 @@ class LocalSandbox(Sandbox):
             if self._uid is not None:
                 self._check_reachable(agent_mounts(spec))
             self._mounts = self._agent_mounts(agent_mounts(spec))
+            self._trees: list[str] = []
             if spec.gateway:
                 self.gateway_dir = os.path.join(self.host_dir, "gateway")
                 if len(os.path.join(self.gateway_dir, "gateway.sock")) > MAX_SOCKET_PATH:
@@ -418,12 +444,59 @@ class LocalSandbox(Sandbox):
             "--bind", os.path.join(self.host_dir, "tmp"), "/tmp",
             *(["--bind", self.gateway_dir, GATEWAY_MOUNT] if self.gateway_dir else []),
             *self._mounts,
+            *self._trees,
             "--chdir", "/workspace",
             # The jail's root is a tmpfs: without this, writes to /etc/x or
             # /opt/x would "succeed" and vanish with the exec.
             "--remount-ro", "/",
         ]
         return args
+
+    @contextlib.contextmanager
+    def read_only_trees(self, trees: Mapping[str, str]) -> Iterator[None]:
+        """Show host folders read-only in the execs started inside the block
+        (sandbox path -> host folder), none after it: an agent that runs inside the
+        sandbox from a whole installation (Hermes' Python environment, see
+        ``agent/hermes_runner.py``) sees it there; the check, the file capture and
+        every later exec do not.
+
+        A target may lie inside ``/root``, ``/tmp`` or ``/workspace`` (bwrap then
+        makes its mount point there: empty folders that stay), never at one of
+        them, nor at or inside ``/proc``, ``/dev``, ``/etc``, the system folders or
+        the agent's and the gateway's folders.
+
+        Raises:
+            SandboxError: a target is not allowed, a host folder does not exist, or
+                trees are already shown.
+            SandboxUnavailable: the jail's own user cannot enter a host folder (as
+                root; the message says the fix).
+        """
+        if self._trees:
+            raise SandboxError(f"local sandbox {self.name}: read_only_trees cannot nest")
+        args: list[str] = []
+        for target, host in sorted(trees.items()):
+            why = tree_target_refused(target)
+            if why:
+                raise SandboxError(f"local sandbox {self.name}: read_only_trees: {target!r} {why}")
+            real = os.path.realpath(host)
+            if not os.path.isdir(real):
+                raise SandboxError(f"local sandbox {self.name}: read_only_trees: {host!r} (for {target}) "
+                                   "is not a folder on the host")
+            if self._uid is not None:
+                why = unreachable_for(self._uid, real, file=False)
+                if why:
+                    raise SandboxUnavailable(
+                        f"local sandbox: the folder for {target}: {why}. Fix: install it where every "
+                        "user can read it (not under a private home such as /root), or `chmod o+x` "
+                        "the folders above it.")
+            args += ["--ro-bind", real, target]
+        self._trees = args
+        self._static_args = self._build_static_args()
+        try:
+            yield
+        finally:
+            self._trees = []
+            self._static_args = self._build_static_args()
 
     def _argv(self, command: str, timeout: float, env: Mapping[str, str]) -> list[str]:
         args = list(self._static_args)
