@@ -370,7 +370,8 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
               command: list[str] | Callable[[RunGrant], list[str]],
               env: Callable[[RunGrant], Mapping[str, str]],
               files: Mapping[str, bytes] | Callable[[RunGrant], Mapping[str, bytes]],
-              stdin: bytes = b"") -> AgentRun:
+              stdin: bytes = b"", python: str = "python3",
+              limits: Callable[[float], RunLimits] | None = None) -> AgentRun:
     """Run ``command`` (the agent, in the sandbox's view) once behind the gateway.
 
     ``files`` (absolute sandbox paths) are written first; ``env(grant)`` is
@@ -379,7 +380,10 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
     functions of the grant too; ``stdin`` is fed to the agent.  The
     agent may take ``ctx.timeout`` seconds; the run may make
     ``settings.max_iterations`` model calls and spend up to the session's
-    budget (``ctx.spent_usd`` plus this run's calls).
+    budget (``ctx.spent_usd`` plus this run's calls); ``limits(started)``, when
+    given, are the run's limits at the gateway instead (``started`` is the
+    run's start, monotonic: a wrap-up request is timed from it).  ``python``
+    runs the forwarder (the sandbox's ``python3`` unless the agent brings its own).
 
     Raises:
         SandboxError: the sandbox has no gateway folder, or broke.
@@ -390,18 +394,19 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
     settings = ctx.settings
     gateway = gateway_for(settings)
     run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
-    limits = RunLimits(max_calls=settings.max_iterations, budget_usd=settings.budget,
-                       spent_usd=ctx.spent_usd, rewrite_model=True)
-    grant = gateway.open_run(run_id, ctx.model, limits,
+    started = time.monotonic()
+    run_limits = limits(started) if limits is not None else RunLimits(
+        max_calls=settings.max_iterations, budget_usd=settings.budget, spent_usd=ctx.spent_usd,
+        rewrite_model=True)
+    grant = gateway.open_run(run_id, ctx.model, run_limits,
                              socket_path=os.path.join(folder, os.path.basename(SANDBOX_SOCKET)),
                              socket_mode=SOCKET_MODE)
     stdin_path = f"{RUN_DIR}/stdin"
-    started = time.monotonic()
     try:
         written = files(grant) if callable(files) else files
         sandbox.write_files({**written, stdin_path: stdin}, executable=executable_of(written))
         argv = command(grant) if callable(command) else command
-        result = sandbox.exec(_script(forwarder_argv(), argv, ctx.timeout, stdin_path),
+        result = sandbox.exec(_script(forwarder_argv(python=python), argv, ctx.timeout, stdin_path),
                               timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),
                               output_limit=OUTPUT_LIMIT)
     finally:
