@@ -1,5 +1,7 @@
 """The ``hermes`` runner: the real Hermes Agent, one single-query session per run
-(``hermes chat -q``; README, "Quarantine and the Hermes Agent plugin").
+(``hermes chat -q``; README, "Quarantine and the Hermes Agent plugin"), on the
+docker sandbox (most of this docstring) or the local one (bubblewrap; the last
+section, "In the local sandbox").
 
 Each run gets its own Hermes profile cloned from the user's
 (``--skill-court-hermes-profile``, default ``~/.hermes``) and every terminal
@@ -83,6 +85,29 @@ plugins or the profile's own skills.  ``skills/`` is the whole library and the
 ``skills.disabled``, as a Hermes user would.  The clone is removed after the
 run, so nothing the agent writes there (memories, skills, sessions) reaches
 another run.
+
+In the local sandbox (bubblewrap) Hermes itself runs inside the run's jail, as
+Claude Code and Codex do (``agent/sandboxed.run_agent``), with its own
+``local`` terminal backend: its commands, file tools and skill tools all act
+in the sandbox, and its approval checks apply (Hermes never skips them for
+that backend).  The host's hermes-agent is shown read-only at its own paths
+(:func:`hermes_install`: the folders of the Python its ``hermes`` script
+names - ``sys.prefix``, ``sys.base_prefix`` and where Hermes' modules are,
+but none the jail's system view already shows; ``LocalSandbox.read_only_trees``,
+for the agent's exec only) and run as ``PYTHON -s -c HERMES_MAIN chat ...``;
+``$SKILL_COURT_HERMES`` names another ``hermes``.  HERMES_HOME is
+:data:`LOCAL_HERMES_HOME`, a folder of the run's fresh sandbox holding the
+clone's ``config.yaml``, ``SOUL.md`` and ``memories/`` as above, Hermes'
+``.no-bundled-skills`` marker and the arm's skills only: a hidden skill is
+not in the sandbox at all (``skills_in_reach`` is the visible skills).  The
+model: the gateway's unix socket in the sandbox's gateway folder and the
+forwarder on the jail's loopback (run by Hermes' Python), the run's token as
+the API key; the jail has no other network.  Limits, wrap-up, the answer,
+transcript and offer proof are the Docker path's.  What cannot be had there
+fails before the session with the fix: a ``hermes`` that is a shim, a
+Python that cannot import hermes-agent without the user site, and, when the
+court runs as root (each jail then runs as a fresh unprivileged uid), an
+environment under a private folder such as /root.
 """
 
 from __future__ import annotations
@@ -98,6 +123,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,10 +134,11 @@ from .. import __version__
 from ..gateway import RunGrant, RunLimits, RunRecording
 from ..sandbox.base import ExecResult, Sandbox, SandboxError, SandboxUnavailable
 from ..sandbox.files import SandboxFiles
+from ..sandbox.workspace import WORKSPACE as SANDBOX_WORKSPACE
 from .builtin import WRAP_UP, wrap_up_margin
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
-from .sandboxed import AgentRun, agent_result, classify, gateway_for
+from .sandboxed import SANDBOX_PATH, AgentRun, agent_result, classify, gateway_for, run_agent
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
@@ -162,6 +189,57 @@ WORKSPACE = "/workspace"
 #: where the Docker engine is, for the ``docker`` CLI Hermes runs.
 DOCKER_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 
+#: The environment variable that names the ``hermes`` executable to use.
+ENV_BINARY = "SKILL_COURT_HERMES"
+
+#: HERMES_HOME inside a local (bubblewrap) sandbox: a fresh folder of each run's own
+#: sandbox; a dot-folder of ``/root``, so the judge's file capture skips it.
+LOCAL_HERMES_HOME = "/root/.hermes"
+#: Hermes' marker that keeps ``sync_skills`` from seeding its bundled skills
+#: (``tools/skills_sync.NO_BUNDLED_SKILLS_MARKER``): the run's skills are the arm's only.
+NO_BUNDLED_SKILLS = ".no-bundled-skills"
+#: What runs Hermes inside the sandbox: its console script's own code (``hermes =
+#: hermes_cli.main:main``), so only the Python environment is needed, not the script.
+HERMES_MAIN = "import sys; from hermes_cli.main import main; sys.argv[0] = 'hermes'; sys.exit(main())"
+#: Asked of hermes' Python on the host: where its environment is and where Hermes' modules are.
+PROBE_SOURCE = r"""
+import importlib.util, json, os, sys
+from importlib import metadata
+out = {"prefixes": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],
+       "executable": sys.executable, "version": "", "roots": [], "main": False}
+try:
+    dist = metadata.distribution("hermes-agent")
+    out["version"] = dist.version
+    top = (dist.read_text("top_level.txt") or "").split()
+except metadata.PackageNotFoundError:
+    top = []
+for name in top or ["hermes_cli"]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        continue
+    if spec is None:
+        continue
+    if spec.submodule_search_locations:
+        out["roots"] += [os.path.dirname(p) for p in spec.submodule_search_locations]
+    elif spec.origin and os.path.isabs(spec.origin):
+        out["roots"].append(os.path.dirname(spec.origin))
+try:
+    out["main"] = importlib.util.find_spec("hermes_cli.main") is not None
+except ImportError:
+    pass
+print(json.dumps(out))
+"""
+#: How to give the local sandbox a hermes-agent it can run (the start of a "Fix:" sentence).
+FIX_VENV = (f"Fix: install hermes-agent into a virtual environment every user can read, made by a "
+            "Python outside any private home (`/usr/bin/python3 -m venv /opt/hermes && "
+            f"/opt/hermes/bin/pip install hermes-agent`), and set {ENV_BINARY}=/opt/hermes/bin/hermes")
+#: Seconds the host may take to answer :data:`PROBE_SOURCE`.
+PROBE_TIMEOUT_S = 60
+#: The uid :func:`hermes_install` checks reachability for when the court runs as root: the
+#: local sandbox then runs each jail as a fresh unprivileged uid, which owns nothing here.
+JAIL_PROBE_UID = 999_999
+
 #: Seconds between SIGTERM and SIGKILL when the run is interrupted.
 KILL_GRACE_S = 5.0
 #: What Hermes' stdout and stderr are cut at.
@@ -169,7 +247,7 @@ OUTPUT_LIMIT = 1024 * 1024
 
 
 class HermesUnavailable(SandboxUnavailable):
-    """The hermes runner cannot run here (no ``hermes``, no Docker sandbox);
+    """The hermes runner cannot run here (no ``hermes``, a sandbox it cannot use);
     the message says how to fix it."""
 
 
@@ -188,7 +266,12 @@ def hermes_sandbox_labels(run_id: str) -> dict[str, str]:
 
 
 def find_hermes() -> str | None:
-    """The ``hermes`` executable: next to this Python first, else on PATH."""
+    """The ``hermes`` executable: ``$SKILL_COURT_HERMES`` when set (None when that is
+    no executable file), else next to this Python, else on PATH."""
+    given = os.environ.get(ENV_BINARY, "").strip()
+    if given:
+        path = Path(os.path.expanduser(given))
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
     beside = Path(sys.executable).parent / "hermes"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
@@ -197,20 +280,142 @@ def find_hermes() -> str | None:
 
 def hermes_reason(backend: str) -> str:
     """"" when the hermes runner can run on ``backend``, else why not and the fix."""
-    if backend != "docker":
+    if backend not in ("docker", "local"):
         return (
-            f"the hermes runner needs the docker sandbox, got {backend!r}: Hermes' terminal and "
-            "file tools can only be pointed into a container (its local backend would run them "
-            "on this host). Fix: --skill-court-sandbox docker with a running Docker engine, or "
-            "--skill-court-agent builtin."
+            f"the hermes runner runs on the docker and local sandboxes, got {backend!r}: Hermes' "
+            "terminal and file tools must act in the run's sandbox. Fix: --skill-court-sandbox "
+            "docker (or local), or --skill-court-agent builtin."
         )
     if find_hermes() is None:
+        if os.environ.get(ENV_BINARY, "").strip():
+            return (f"{ENV_BINARY}={os.environ[ENV_BINARY].strip()} is not an executable file. Fix: "
+                    "point it at the `hermes` of an environment with hermes-agent (e.g. "
+                    "/opt/hermes/bin/hermes), or unset it.")
         return ("the hermes runner needs the `hermes` CLI (Hermes Agent 0.19.0 or newer). "
                 "Fix: `pip install hermes-agent`, or --skill-court-agent builtin.")
+    if backend == "local":
+        return hermes_install()[1]
     if shutil.which("docker") is None:
         return ("the hermes runner needs the `docker` CLI on PATH: Hermes runs `docker exec` "
                 "into the run's sandbox. Fix: install the Docker CLI (docker.io / docker-ce-cli).")
     return ""
+
+
+# -- Hermes inside the local sandbox ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HermesInstall:
+    """Where the host's hermes-agent is, as a local sandbox must show it (read-only, at
+    the same paths, so its interpreter, ``pyvenv.cfg`` and ``.pth`` files hold)."""
+
+    hermes: str  # the ``hermes`` console script found
+    python: str  # the interpreter its first line names
+    trees: tuple[str, ...]  # host folders to show: its environment, Hermes' modules
+    version: str  # hermes-agent's version ("" when its metadata is missing)
+
+
+def shebang_python(script: str) -> str | None:
+    """The Python interpreter a console script's first line names (``#!/p/bin/python3``
+    or ``#!/usr/bin/env python3``, found on PATH), or None: not a Python script (a pyenv
+    or asdf shim, a binary)."""
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w][:1]
+        if words:
+            words = [shutil.which(words[0]) or ""]
+    if not words or not os.path.isabs(words[0]) or not os.path.basename(words[0]).startswith("python"):
+        return None
+    return words[0]
+
+
+def _system_roots() -> tuple[str, ...]:
+    """The host folders every local jail shows anyway (``/usr``, ``/bin`` ...), resolved."""
+    from ..sandbox.local import SYSTEM_DIRS
+
+    return tuple(sorted({os.path.realpath("/" + name) for name in SYSTEM_DIRS}))
+
+
+def _under(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def python_trees(paths: list[str], system: tuple[str, ...]) -> tuple[str, ...]:
+    """The folders of ``paths`` (resolved) a jail must be shown, fewest first: none the
+    system view already holds (``system``), none inside another."""
+    kept: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if p}, key=lambda p: (p.count("/"), p)):
+        if any(_under(path, root) for root in (*system, *kept)):
+            continue
+        kept.append(path)
+    return tuple(sorted(kept))
+
+
+_install_lock = threading.Lock()
+_installs: dict[tuple[str, int, int], tuple[HermesInstall | None, str]] = {}
+
+
+def hermes_install() -> tuple[HermesInstall | None, str]:
+    """(where the host's Hermes is, "") or (None, why a local sandbox cannot run it and
+    the fix); asked of its Python once per ``hermes`` file.
+
+    As root, each jail runs as a fresh unprivileged uid: every folder to show must
+    be enterable by any user (a venv under /root is not)."""
+    hermes = find_hermes()
+    if hermes is None:
+        return None, hermes_reason("local") or "no `hermes` CLI"
+    try:
+        st = os.stat(hermes)
+    except OSError as err:
+        return None, f"the hermes runner cannot read {hermes}: {err.strerror}"
+    key = (hermes, st.st_size, st.st_mtime_ns)
+    with _install_lock:
+        if key not in _installs:
+            _installs[key] = _probe_install(hermes)
+        return _installs[key]
+
+
+def _probe_install(hermes: str) -> tuple[HermesInstall | None, str]:
+    from ..sandbox.local import tree_target_refused, unreachable_for
+
+    fix_env = FIX_VENV + "; or --skill-court-sandbox docker."
+    python = shebang_python(hermes)
+    if python is None:
+        return None, (f"the hermes runner runs Hermes inside the local sandbox with the Python its "
+                      f"`hermes` script names, and {hermes} names none (a pyenv or asdf shim?). {fix_env}")
+    try:
+        done = subprocess.run([python, "-s", "-c", PROBE_SOURCE], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd="/",
+                              env={"PATH": os.environ.get("PATH") or "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        info = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as err:
+        return None, f"the hermes runner could not ask {python} where hermes-agent is: {err}. {fix_env}"
+    if not isinstance(info, dict) or not info.get("main"):
+        tail = (done.stderr.strip().splitlines() or ["hermes_cli.main is not importable"])[-1]
+        return None, (f"the hermes runner found {hermes}, but its Python {python} cannot import "
+                      f"hermes-agent without the user's site-packages ({tail[:300]}). {fix_env}")
+    trees = python_trees([*info["prefixes"], *info["roots"], os.path.dirname(os.path.realpath(python))],
+                         _system_roots())
+    for tree in trees:
+        why = tree_target_refused(tree)
+        if why:
+            return None, (f"the hermes runner cannot show hermes-agent's folder {tree} inside the local "
+                          f"sandbox: it {why}. {fix_env}")
+        if os.geteuid() == 0:
+            why = unreachable_for(JAIL_PROBE_UID, tree, file=False)
+            if why:
+                return None, (
+                    "the hermes runner runs Hermes inside the local sandbox from hermes-agent's Python "
+                    f"environment, which the sandbox's own user (never root) cannot read: {why}. "
+                    f"{FIX_VENV}; or `chmod o+x` the folders above it; or --skill-court-sandbox docker.")
+    return HermesInstall(hermes=hermes, python=python, trees=trees, version=str(info.get("version") or "")), ""
 
 
 # -- the per-run clone ---------------------------------------------------------
@@ -446,6 +651,76 @@ def sandbox_skill_files(ctx: RunContext, hh: HermesHome) -> SandboxFiles:
     return out
 
 
+def build_local_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, base_url: str,
+                       api_key: str) -> dict[str, Any]:
+    """The config.yaml of a run inside a local sandbox: :func:`build_config`'s, with
+    Hermes' own ``local`` terminal backend (Hermes runs in the sandbox, so its
+    commands do too; its approval checks always apply to that backend)."""
+    cfg = build_config(profile_cfg, ctx, container_cwd=SANDBOX_WORKSPACE, base_url=base_url,
+                       api_key=api_key, approvals_dir="")
+    cfg["terminal"] = {
+        "backend": "local",
+        "cwd": SANDBOX_WORKSPACE,
+        "env_passthrough": [],
+        "shell_init_files": [],
+        "auto_source_bashrc": False,
+        "home_mode": "real",  # HOME=/root: the sandbox's own
+        "timeout": int(max(1, min(180, ctx.timeout))),
+    }
+    return cfg
+
+
+def _regular_files(src: Path) -> dict[str, bytes]:
+    """``src``'s regular files by relative POSIX path (symlinks could point anywhere on the host)."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if not Path(dirpath, d).is_symlink())
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if not path.is_symlink() and path.is_file():
+                out[path.relative_to(src).as_posix()] = path.read_bytes()
+    return out
+
+
+def profile_source(ctx: RunContext) -> Path:
+    """The Hermes profile a run starts from (``--skill-court-hermes-profile``, else ``~/.hermes``)."""
+    return ctx.settings.hermes_profile or Path(os.path.expanduser("~/.hermes"))
+
+
+def local_home_files(ctx: RunContext, profile_cfg: Mapping[str, Any], grant: RunGrant) -> SandboxFiles:
+    """The run's HERMES_HOME (:data:`LOCAL_HERMES_HOME`) in a local sandbox, as files: the
+    profile's ``SOUL.md`` and ``memories/`` (regular files only), :func:`build_local_config`
+    (the model: the gateway's in-sandbox URL and the run's token), the arm's skills only
+    (a hidden skill is not in the sandbox at all) and Hermes' marker that keeps its bundled
+    skills out."""
+    source = profile_source(ctx)
+    out = SandboxFiles()
+    soul = source / "SOUL.md"
+    if soul.is_file() and not soul.is_symlink():
+        out[f"{LOCAL_HERMES_HOME}/SOUL.md"] = soul.read_bytes()
+    memories = source / "memories"
+    if memories.is_dir() and not memories.is_symlink():
+        for rel, data in _regular_files(memories).items():
+            out[f"{LOCAL_HERMES_HOME}/memories/{rel}"] = data
+    for skill in ctx.library.visible(ctx.hidden):
+        out.add_skill(f"{LOCAL_HERMES_HOME}/skills/{skill.folder.relative_to(ctx.library.root).as_posix()}", skill)
+    out[f"{LOCAL_HERMES_HOME}/{NO_BUNDLED_SKILLS}"] = b"skill-court: the run's skills are the arm's only\n"
+    config = build_local_config(profile_cfg, ctx, base_url=grant.openai_base_url, api_key=grant.token)
+    out[f"{LOCAL_HERMES_HOME}/config.yaml"] = (json.dumps(config, indent=2) + "\n").encode()
+    return out
+
+
+def local_env() -> dict[str, str]:
+    """The environment of Hermes inside a local sandbox: nothing of the user's."""
+    return {"PATH": SANDBOX_PATH, "HOME": "/root", "HERMES_HOME": LOCAL_HERMES_HOME, "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def local_argv(install: HermesInstall, ctx: RunContext) -> list[str]:
+    """:func:`hermes_argv` run by hermes-agent's own Python (``-s``: no user site, as probed)."""
+    return [install.python, "-s", "-c", HERMES_MAIN, *hermes_argv("hermes", ctx)[1:]]
+
+
 # -- what a run gives back -------------------------------------------------------
 
 
@@ -554,17 +829,21 @@ def _read_capped(path: Path) -> str:
 
 def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
     """Run one ``hermes chat -q PROMPT`` with a fresh profile clone, its tools in
-    ``sandbox``, its model calls through the gateway.
+    ``sandbox``, its model calls through the gateway (a local sandbox: all of
+    Hermes in it, :func:`run_hermes_local`).
 
     Raises:
-        HermesUnavailable: not a Docker sandbox, no ``hermes``/``docker`` CLI, no
-            bash in the image.
+        HermesUnavailable: neither a Docker nor a local sandbox, no ``hermes``/``docker``
+            CLI, no bash in the image, a local sandbox that cannot run the host's Hermes.
         SandboxError: the sandbox lacks the labels of :func:`hermes_sandbox_labels`.
         OSError: the gateway could not start.
     """
-    reason = hermes_reason(getattr(sandbox, "backend", "?"))
+    backend = getattr(sandbox, "backend", "?")
+    reason = hermes_reason(backend)
     if reason:
         raise HermesUnavailable(reason)
+    if backend == "local":
+        return run_hermes_local(ctx, sandbox)
     labels = _container_labels(sandbox)
     profile = labels.get(LABEL_PROFILE, "")
     if (labels.get(LABEL_AGENT) != "1" or labels.get(LABEL_TASK) != HERMES_TASK
@@ -624,6 +903,34 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
                            stderr=stderr, recording=recording)
 
 
+def run_hermes_local(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
+    """Run one ``hermes chat -q PROMPT`` inside the local sandbox ``sandbox`` (made with
+    a gateway folder: :meth:`HermesRunner.sandbox_needs`), from the host's hermes-agent
+    shown read-only, its HERMES_HOME the sandbox's fresh :data:`LOCAL_HERMES_HOME`, its
+    model calls through the forwarder to the gateway.
+
+    Raises:
+        HermesUnavailable: the sandbox cannot run the host's Hermes (the fix is named).
+        SandboxError: no gateway folder, or the sandbox broke.
+    """
+    install, why = hermes_install()
+    if install is None:
+        raise HermesUnavailable(why)
+    source = profile_source(ctx)
+    profile_cfg = read_profile_config(source) if source.is_dir() else {}
+    with sandbox.read_only_trees({tree: tree for tree in install.trees}):  # type: ignore[attr-defined]
+        run = run_agent(ctx, sandbox, command=local_argv(install, ctx), env=lambda grant: local_env(),
+                        files=lambda grant: local_home_files(ctx, profile_cfg, grant),
+                        python=install.python, limits=lambda started: gateway_limits(ctx, started))
+    run.check_forwarder("hermes runner")
+    if run.could_not_exec:
+        raise HermesUnavailable(
+            f"hermes runner: the local sandbox could not run {install.python} (exit {run.exec.exit_code}: "
+            f"{run.exec.stderr.strip()[-500:]}). {FIX_VENV}; or --skill-court-sandbox docker.")
+    return result_from_run(ctx, exit_code=run.exec.exit_code, timed_out=run.timed_out, elapsed=run.elapsed_s,
+                           stdout=run.exec.stdout, stderr=run.exec.stderr, recording=run.recording)
+
+
 class HermesRunner:
     """The ``hermes`` runner: :func:`run_hermes_agent` behind the ``Runner`` protocol."""
 
@@ -639,20 +946,24 @@ class HermesRunner:
         return hermes_reason(backend)
 
     def sandbox_needs(self, ctx: RunContext) -> SandboxNeeds:
-        """Nothing: Hermes runs on the host (its model calls go to the gateway over
-        loopback TCP) and only its tools run in the sandbox."""
-        return SandboxNeeds()
+        """Docker: nothing (Hermes runs on the host, its model calls go to the gateway
+        over loopback TCP, only its tools run in the sandbox).  Local: the gateway
+        folder (Hermes runs inside; its environment is shown by :func:`run_hermes_local`)."""
+        return SandboxNeeds(gateway=ctx.backend == "local")
 
     def skills_in_reach(self, ctx: RunContext) -> frozenset[str]:
-        """Every skill of the library: the sandbox holds only the visible ones, but
-        the clone's ``skills/`` on the host holds every skill and Hermes' own
+        """Docker: every skill of the library: the sandbox holds only the visible ones,
+        but the clone's ``skills/`` on the host holds every skill and Hermes' own
         skill tools read it; only Hermes' ``skills.disabled`` check stands
-        between a hidden skill and the run, which the court cannot prove."""
+        between a hidden skill and the run, which the court cannot prove.
+        Local: the visible ones, the only skills in the sandbox Hermes runs in."""
+        if ctx.backend == "local":
+            return frozenset(s.name for s in ctx.library.visible(ctx.hidden))
         return frozenset(s.name for s in ctx.library.skills)
 
     def skills_out_of_reach(self, ctx: RunContext) -> frozenset[str]:
-        """None: every skill stays within reach."""
-        return frozenset()
+        """Docker: none, every skill stays within reach.  Local: the hidden ones."""
+        return ctx.library.name_set & ctx.hidden if ctx.backend == "local" else frozenset()
 
     def run(self, ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         """One ``hermes chat -q`` with its tools in ``sandbox`` (:func:`run_hermes_agent`)."""
