@@ -255,6 +255,21 @@ def has_work(court: Path, session_id: str = "") -> bool:
     return False
 
 
+def quarantine_moved(court: Path) -> bool:
+    """Whether the court's quarantine file changed since the runner last made Claude Code's
+    hidden skills match it (``claude-hidden.json``; ``claude_court.sync_hidden``)."""
+    path = court / "quarantine.json"
+    try:
+        now = path.stat().st_mtime_ns
+    except OSError:
+        now = 0
+    try:
+        marks = (_read_json(court / "claude-hidden.json") or {}).get("quarantine_marks") or {}
+    except (OSError, ValueError, AttributeError):
+        marks = {}
+    return int(marks.get(str(path), 0) or 0) != now
+
+
 # -- notices -------------------------------------------------------------------------------------------
 
 
@@ -429,7 +444,7 @@ class Hook:
         if home_court is not None and self.session_id:
             note_session(home_court, self.session_id, scanned_libraries(self.project, self.home))
         for court in self.courts:
-            if court.is_dir() and has_work(court) and not held(court / RUNNER_LOCK):
+            if court.is_dir() and (has_work(court) or quarantine_moved(court)) and not held(court / RUNNER_LOCK):
                 start_runner(court, self.environ)
         return {"systemMessage": notice_message(notices), "suppressOutput": True} if notices else None
 

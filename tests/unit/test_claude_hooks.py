@@ -448,3 +448,20 @@ def test_the_runner_finds_the_sessions_claude_code_binary() -> None:
     assert env["SKILL_COURT_CLAUDE"] == os.readlink(f"/proc/{os.getpid()}/exe")
     assert "CLAUDECODE" not in env and env["PATH"] == "/bin"
     assert claude_hooks.runner_env({"SKILL_COURT_CLAUDE": "/x", "CLAUDE_PID": "1"})["SKILL_COURT_CLAUDE"] == "/x"
+
+
+def test_a_changed_quarantine_file_brings_a_runner_at_the_next_start(project: Path, home: Path,
+                                                                       started: list[Path]) -> None:
+    installed(project)
+    write_skill(project)
+    court = project / ".skill-court"
+    start = {"session_id": "s9", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    hook("session-start", start, project, home)
+    assert started == []
+    q.quarantine(court / "quarantine.json", SKILL)  # `skill-court quarantine` by hand
+    hook("session-start", start, project, home)
+    assert started == [court]
+    claude_court.run_court(court, home=home)  # what that runner does first
+    assert json.loads((project / ".claude/settings.local.json").read_text()) == {"skillOverrides": {SKILL: "off"}}
+    hook("session-start", start, project, home)
+    assert started == [court]
