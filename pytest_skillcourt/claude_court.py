@@ -55,6 +55,8 @@ FOLD_LOCK = "claude-fold.lock"
 #: The hook groups ``install`` adds: event -> matcher (None: every occasion).
 HOOKS: dict[str, str | None] = {"PostToolUse": "Write|Edit|MultiEdit", "SessionStart": "startup|resume|clear",
                                 "SessionEnd": None}
+#: Codex's: its PostToolUse of a shell write names no file, so its session's end looks.
+CODEX_HOOKS = ("SessionStart", "SessionEnd")
 HOOK_TIMEOUT = 10  # seconds: Claude Code's limit on each hook command (it takes a fraction of one)
 #: This module's keys in ``auto.json`` beside :class:`auto.AutoSettings`'.
 EXTRA_KEYS = ("model", "base_url", "judge_model", "apply", "inherited_from")
@@ -84,11 +86,21 @@ def user_layout(home: Path) -> Layout:
                   data_dir=court, rootdir=court)
 
 
+def codex_layout(home: Path) -> Layout:
+    """Codex's library ``~/.codex/skills``: suites and court in ``~/.codex/skill-court/``."""
+    home = Path(home).expanduser().absolute()
+    court = claude_hooks.codex_court(home)
+    return Layout(kind=REPOSITORY, skills_dir=home / ".codex" / "skills", suites_dir=court / "suites",
+                  data_dir=court, rootdir=court)
+
+
 def layout_of(skills_dir: Path, kind: str, home: Path | None = None) -> Layout:
     """The layout of a library ``library_of`` found (kind ``user``, ``claude`` or ``repository``)."""
     skills_dir = Path(skills_dir)
     if kind == "user":
         return user_layout(home or skills_dir.parent.parent)
+    if kind == "codex":
+        return codex_layout(home or skills_dir.parent.parent)
     if kind == "claude":
         return claude_layout(skills_dir.parent.parent)
     return repository_layout(skills_dir)
@@ -112,6 +124,8 @@ def libraries_of_court(court: Path, home: Path) -> list[tuple[Layout, str]]:
     court = Path(court).absolute()
     if court == claude_hooks.user_court(home).absolute():
         return [(user_layout(home), "user")]
+    if court == claude_hooks.codex_court(home).absolute():
+        return [(codex_layout(home), "codex")]
     project = court.parent
     found = [(claude_layout(project), "claude")]
     if (project / "skills").is_dir():
@@ -221,6 +235,8 @@ def ours(hook: Any) -> bool:
 def settings_path(scope: str, project: Path, home: Path) -> Path:
     """Where the hooks go: ``~/.claude/settings.json`` (``user``) or the project's
     ``.claude/settings.json``."""
+    if scope == "codex":
+        return home / ".codex" / "hooks.json"
     return (home if scope == "user" else project) / ".claude" / "settings.json"
 
 
@@ -231,6 +247,8 @@ def add_hooks(data: dict[str, Any], scope: str, *, python: str | None = None) ->
     if not isinstance(hooks, dict):
         raise ClaudeError(f"hooks: expected an object of events, got {type(hooks).__name__}")
     for event, matcher in HOOKS.items():
+        if scope == "codex" and event not in CODEX_HOOKS:
+            continue
         group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
         group["hooks"] = [{"type": "command", "timeout": HOOK_TIMEOUT,
                            "command": claude_hooks.hook_command(claude_hooks.EVENTS[event], scope, python=python)}]
@@ -437,7 +455,11 @@ def _queue(folder: auto.CourtFolder, event: Mapping[str, Any], say: Callable[[st
     transcripts = dict(origin.get("transcripts") or {})
     if session and event.get("transcript"):
         transcripts[session] = str(event["transcript"])
-    origin.update(platform=claude_hooks.PLATFORM, skills_dir=str(event.get("skills_dir") or ""),
+    if event.get("model"):
+        origin["model"] = str(event["model"])
+    codex = event.get("agent") == "codex"
+    origin.update(platform=claude_hooks.CODEX_PLATFORM if codex else claude_hooks.PLATFORM,
+                  agent="codex" if codex else "claude-code", skills_dir=str(event.get("skills_dir") or ""),
                   kind=str(event.get("kind") or "claude"), folder=skill_md.parent.name,
                   project=str(event.get("project") or ""), transcripts=transcripts)
     change = auto.queue_change(folder, skill, session, str(event.get("action") or "edit"),
@@ -491,6 +513,8 @@ class ClaudeRunner(auto.Runner):
         return [Path(p) for p in dict.fromkeys(found.values()) if p]
 
     def requests(self, change: Mapping[str, Any], skill: str) -> list[Any]:
+        if self.kind == "codex":
+            return []  # Codex's session files are not mined: the skill's suite is its tasks
         folder = str((change.get("origin") or {}).get("folder") or skill)
         return claude_mine.session_requests(self._transcripts(change), change.get("sessions") or
                                             [change.get("session_id")], skill, folders=[folder])
@@ -500,6 +524,10 @@ class ClaudeRunner(auto.Runner):
         Claude Code model as ``anthropic/MODEL`` at ``$ANTHROPIC_BASE_URL``."""
         if extras.model:
             return extras.model, extras.base_url
+        if self.kind == "codex":
+            found = str((change.get("origin") or {}).get("model") or "")
+            base = extras.base_url or self.environ.get("OPENAI_BASE_URL") or None
+            return (f"openai/{found}" if found else None), base
         found = claude_mine.session_model(self._transcripts(change), str(change.get("session_id") or ""))
         if not found:
             return None, extras.base_url
@@ -510,7 +538,7 @@ class ClaudeRunner(auto.Runner):
         extras = read_extras(self.court)
         model, base_url = self.model(change, extras)
         return TrialOptions(skills=(change["skill"],), apply=extras.apply, budget=budget, sandbox=settings.sandbox,
-                            parallel=1, agent="claude-code", models=(model,) if model else (), base_url=base_url,
+                            parallel=1, agent="codex" if self.kind == "codex" else "claude-code", models=(model,) if model else (), base_url=base_url,
                             judge_model=extras.judge_model, judge_tokens=judge_tokens)
 
     def _try_appeal(self, skill: str, model: str, settings: auto.AutoSettings, spend: float,
@@ -533,6 +561,9 @@ class ClaudeRunner(auto.Runner):
         elif set_here:
             text += (f"\n  quarantined in {self.layout.quarantine}; undo: {self.prog} release {shlex.quote(skill)} "
                      f"--quarantine {shlex.quote(str(self.layout.quarantine))}")
+            if self.kind == "codex":
+                text += (f"\n  Codex still lists it: switch it off with [[skills.config]] name = "
+                         f"{json.dumps(skill)} enabled = false in ~/.codex/config.toml (the court does not edit it)")
         elif str((verdict.get("verdict") or {}).get("kind")) == "HURTS" and not read_extras(self.court).apply:
             text += (f"\n  not hidden (automatic trials only report: claude install --no-apply); hide it: "
                      f"{self.prog} quarantine {shlex.quote(skill)} --quarantine "
@@ -635,9 +666,22 @@ def _project_arg(args: argparse.Namespace) -> Path:
     return find_project() or Path.cwd().absolute()
 
 
+def _court_of(scope: str, project: Path, home: Path) -> Path:
+    return {"user": claude_hooks.user_court(home), "codex": claude_hooks.codex_court(home)}.get(
+        scope, claude_hooks.project_court(project))
+
+
+def _scope(args: argparse.Namespace) -> str:
+    if getattr(args, "court_agent", "claude") == "codex":
+        return "codex"
+    return "user" if getattr(args, "user", False) else "project"
+
+
 def _courts(args: argparse.Namespace, home: Path) -> list[Path]:
     """The court folders a command looks at: ``--user`` the user's; else the project's, and
-    the user's when it exists."""
+    the user's when it exists (``codex``: Codex's)."""
+    if _scope(args) == "codex":
+        return [claude_hooks.codex_court(home)]
     if getattr(args, "user", False):
         return [claude_hooks.user_court(home)]
     courts = [claude_hooks.project_court(_project_arg(args))]
@@ -649,7 +693,7 @@ def _courts(args: argparse.Namespace, home: Path) -> list[Path]:
 def install(scope: str, project: Path, home: Path, settings: auto.AutoSettings, extras: Extras) -> dict[str, Any]:
     """Write the hooks into Claude Code's settings and turn the court's trials on."""
     path = settings_path(scope, project, home)
-    court = claude_hooks.user_court(home) if scope == "user" else claude_hooks.project_court(project)
+    court = _court_of(scope, project, home)
     data = _read_settings_file(path)
     created = data is None
     new = add_hooks(data or {}, scope)
@@ -672,7 +716,7 @@ def uninstall(scope: str, project: Path, home: Path) -> dict[str, Any]:
     """Remove exactly the hooks ``install`` wrote (the file too when install made it and
     nothing else is left), and turn the court's trials off; the queue stays."""
     path = settings_path(scope, project, home)
-    court = claude_hooks.user_court(home) if scope == "user" else claude_hooks.project_court(project)
+    court = _court_of(scope, project, home)
     data = _read_settings_file(path)
     removed = False
     if data is not None:
@@ -731,10 +775,26 @@ def status_lines(doc: Mapping[str, Any]) -> list[str]:
     return [plain(line) for line in lines]
 
 
+CODEX_DESCRIPTION = (
+    "Automatic trials in Codex (docs/claude-code.md, \"Codex\"): hooks in ~/.codex/hooks.json note "
+    "~/.codex/skills when a session starts and, when it ends, queue every SKILL.md that changed; the "
+    "runner tries them with the codex runner on the suite's tasks and the session's model (openai/MODEL, "
+    "or --model), and the next session start gets the verdict as the hook's systemMessage. Codex runs a "
+    "hook only once you trusted it: open /hooks in Codex after install (codex exec: "
+    "--dangerously-bypass-hook-trust). A HURTS verdict goes into the court's quarantine file; Codex's own "
+    "switch ([[skills.config]] enabled = false) is not written.")
+
+
 def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler: Callable[..., int],
-               formatter: Any = argparse.RawDescriptionHelpFormatter) -> None:
-    """``claude install|uninstall|status|release`` (README "Automatic trials in Claude Code")."""
-    parser = sub.add_parser(
+               formatter: Any = argparse.RawDescriptionHelpFormatter, agent: str = "claude") -> None:
+    """``claude install|uninstall|status|release`` (README "Automatic trials in Claude Code");
+    ``agent="codex"``: ``codex ...`` on Codex's library and hooks."""
+    if agent == "codex":
+        parser = sub.add_parser("codex", parents=list(parents), formatter_class=formatter,
+                                help="automatic trials of the skills Codex writes (hooks you must trust)",
+                                description=textwrap.fill(CODEX_DESCRIPTION, width=78))
+    else:
+        parser = sub.add_parser(
         "claude", parents=list(parents), help="automatic trials of the skills Claude Code writes",
         description=textwrap.fill(
             "Automatic trials in Claude Code: once installed, every SKILL.md the agent writes under a "
@@ -744,6 +804,7 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
             "Code's settings (skillOverrides) until you release it (README \"Automatic trials in Claude "
             "Code\", docs/claude-code.md).", width=78),
         formatter_class=formatter)
+    parser.set_defaults(court_agent=agent)
     actions = parser.add_subparsers(dest="claude_command", metavar="COMMAND", title="commands")
     inst = actions.add_parser("install", parents=list(parents), formatter_class=formatter,
                               help="write the hooks into .claude/settings.json (--user: ~/.claude/settings.json)")
@@ -757,7 +818,7 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
     run = actions.add_parser("run", parents=list(parents), formatter_class=formatter,
                              help="the background runner the hooks start (fold the inbox, try what is due)")
     run.add_argument("--court", metavar="DIR", type=Path, required=True, help="the court folder")
-    for p in (inst, uninst, st, rel):
+    for p in (inst, uninst, st, rel) if agent != "codex" else ():
         p.add_argument("--user", action="store_true",
                        help="the user's settings and library (~/.claude) instead of the project's")
         p.add_argument("--project", metavar="DIR", type=Path, default=None,
@@ -796,9 +857,9 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
         if command == "run":
             return run_court(args.court, home=home)
         if command == "install":
-            scope = "user" if args.user else "project"
+            scope = _scope(args)
             project = _project_arg(args)
-            court = claude_hooks.user_court(home) if args.user else claude_hooks.project_court(project)
+            court = _court_of(scope, project, home)
             current = auto.read_settings(auto.CourtFolder(court)) if (court / auto.SETTINGS_NAME).exists() \
                 else auto.AutoSettings()
             was = read_extras(court)
@@ -812,16 +873,23 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
             done = install(scope, project, home, settings, extras)
             kept = "made it" if done["created"] else "the settings and hooks already there kept"
             out(plain(f"Claude Code hooks written into {done['settings']} ({kept}); court {done['court']}."))
+            if scope == "codex":
+                out(plain(f"Automatic trials are on: every SKILL.md that changes in ~/.codex/skills during a Codex "
+                          f"session is tried with the codex runner after it, up to ${settings.budget_usd:.2f} a "
+                          f"day, on {extras.model or 'the session model as openai/MODEL'}. Codex runs these hooks "
+                          f"only once you trust them: open /hooks in Codex and trust the two skill-court hooks "
+                          f"(codex exec: --dangerously-bypass-hook-trust). See them: {prog} codex status"))
+                return 0
+            user = scope == "user"
             out(plain(f"Automatic trials are on: every SKILL.md Claude Code writes under "
-                      f"{'~/.claude/skills or a project' if args.user else project}'s skills folder is tried in "
+                      f"{'~/.claude/skills or a project' if user else project}'s skills folder is tried in "
                       f"Claude Code after the session, up to ${settings.budget_usd:.2f} and "
                       f"{settings.judge_tokens:,} judge tokens a day, on "
                       f"{extras.model or 'the model the session used'}; the verdict is shown at the next "
-                      f"session start. See them: {prog} claude status{' --user' if args.user else ''}"))
+                      f"session start. See them: {prog} claude status{' --user' if user else ''}"))
             return 0
         if command == "uninstall":
-            scope = "user" if args.user else "project"
-            done = uninstall(scope, _project_arg(args), home)
+            done = uninstall(_scope(args), _project_arg(args), home)
             out(plain(f"{'Removed the skill-court hooks from' if done['removed'] else 'No skill-court hooks in'} "
                       f"{done['settings']}; automatic trials are off, the queue and verdicts stay in {done['court']}."))
             for folder, entry in done["hidden"].items():

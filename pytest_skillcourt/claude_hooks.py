@@ -66,6 +66,10 @@ SESSIONS_DIR = "claude-sessions"
 HOOK_LOG = "claude-hooks.log"
 #: Notices of these origins are Claude Code's.
 PLATFORM = "claude-code"
+#: ... and these Codex's (``skill-court codex install``: ``--scope codex``).
+CODEX_PLATFORM = "codex"
+#: The court folder of Codex's user library (``~/.codex/skills``).
+CODEX_COURT = Path(".codex") / "skill-court"
 #: The court folder of the user's own library (``~/.claude/skills``).
 USER_COURT = Path(".claude") / "skill-court"
 #: The project's court folder (the one ``pytest --skill-court`` uses there).
@@ -85,6 +89,11 @@ MARK = "pytest_skillcourt.claude_hooks"
 def user_court(home: Path) -> Path:
     """The court folder of the user's library ``~/.claude/skills``."""
     return Path(home) / USER_COURT
+
+
+def codex_court(home: Path) -> Path:
+    """The court folder of Codex's library ``~/.codex/skills``."""
+    return Path(home) / CODEX_COURT
 
 
 def project_court(project: Path) -> Path:
@@ -114,6 +123,8 @@ def library_of(skill_md: Path, *, project: Path, home: Path) -> tuple[Path, Path
         return None
     home = Path(os.path.abspath(home))
     project = Path(os.path.abspath(project))
+    if skills == home / ".codex" / "skills":
+        return (skills, codex_court(home), "codex") if up == 2 else None
     if skills == home / ".claude" / "skills":
         return (skills, user_court(home), "user") if up == 2 else None
     if skills.parent.name == ".claude":
@@ -273,17 +284,18 @@ def quarantine_moved(court: Path) -> bool:
 # -- notices -------------------------------------------------------------------------------------------
 
 
-def _pending(notice: Any) -> bool:
+def _pending(notice: Any, platform: str = PLATFORM) -> bool:
     return (isinstance(notice, dict) and notice.get("delivered_at") is None
-            and str((notice.get("origin") or {}).get("platform") or "") == PLATFORM)
+            and str((notice.get("origin") or {}).get("platform") or "") == platform)
 
 
-def take_notices(court: Path, *, to: str, now: float | None = None) -> list[dict[str, Any]]:
+def take_notices(court: Path, *, to: str, now: float | None = None,
+                 platform: str = PLATFORM) -> list[dict[str, Any]]:
     """The court's undelivered Claude Code notices, marked delivered to ``to`` (each goes
     out once: the read-modify-write of :func:`pytest_skillcourt.auto.take_notices`, under
     the same state lock)."""
     path = court / STATE_NAME
-    if not path.exists() or not any(_pending(n) for n in _state(court).get("notices") or []):
+    if not path.exists() or not any(_pending(n, platform) for n in _state(court).get("notices") or []):
         return []  # the common case: no lock, no write
     now = now or time.time()
     out = []
@@ -293,7 +305,7 @@ def take_notices(court: Path, *, to: str, now: float | None = None) -> list[dict
         if not isinstance(notices, list):
             return []
         for notice in notices:
-            if _pending(notice):
+            if _pending(notice, platform):
                 notice["delivered_at"] = now
                 notice["delivered_to"] = to
                 out.append(dict(notice))
@@ -322,10 +334,18 @@ def skill_files(libraries: Sequence[Path]) -> dict[str, list[int]]:
     return out
 
 
-def note_session(court: Path, session_id: str, libraries: Sequence[Path]) -> None:
-    """What the skills folders held at the session's start."""
+def note_session(court: Path, session_id: str, libraries: Sequence[Path], model: str = "") -> None:
+    """What the skills folders held at the session's start (and the model it named)."""
     write_atomic(court / SESSIONS_DIR / f"{_safe_name(session_id)}.json",
-                 json.dumps({"files": skill_files(libraries), "at": time.time()}) + "\n")
+                 json.dumps({"files": skill_files(libraries), "at": time.time(), "model": model}) + "\n")
+
+
+def noted_model(court: Path, session_id: str) -> str:
+    """The model the session's start named (Codex says it; Claude Code does not)."""
+    try:
+        return str((_read_json(court / SESSIONS_DIR / f"{_safe_name(session_id)}.json") or {}).get("model") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def changed_since(court: Path, session_id: str, libraries: Sequence[Path]) -> list[str]:
@@ -395,17 +415,31 @@ class Hook:
         self.now = time.time()
 
     @property
+    def codex(self) -> bool:
+        """A Codex hook (``--scope codex``): its court and library are ``~/.codex``'s."""
+        return self.scope == "codex"
+
+    @property
     def courts(self) -> list[Path]:
-        """The project's court and the user's."""
+        """The project's court and the user's (Codex: Codex's)."""
+        if self.codex:
+            return [codex_court(self.home)]
         return list(dict.fromkeys([project_court(self.project), user_court(self.home)]))
+
+    def libraries(self) -> list[Path]:
+        if self.codex:
+            return [p for p in [self.home / ".codex" / "skills"] if p.is_dir()]
+        return scanned_libraries(self.project, self.home)
 
     def may_queue(self, court: Path) -> bool:
         """A court takes changes when its trials are on, or when this hook is the user's
         (``claude install --user``: every project's skills are tried, with the user's
         settings)."""
+        if self.codex or court == codex_court(self.home):
+            return self.codex and court == codex_court(self.home) and court_on(court)
         return court_on(court) or (self.scope == "user" and court_on(user_court(self.home)))
 
-    def queue(self, skill_md: Path, tool: str, action: str) -> Path | None:
+    def queue(self, skill_md: Path, tool: str, action: str, model: str = "") -> Path | None:
         found = library_of(skill_md, project=self.project, home=self.home)
         if found is None:
             return None
@@ -416,12 +450,13 @@ class Hook:
             "event": "change", "skill_md": str(Path(os.path.abspath(skill_md))), "skills_dir": str(skills),
             "kind": kind, "tool": tool, "action": action, "session_id": self.session_id,
             "transcript": str(self.data.get("transcript_path") or ""), "cwd": str(self.cwd),
-            "project": str(self.project), "scope": self.scope, "at": self.now})
+            "project": str(self.project), "scope": self.scope, "at": self.now,
+            "agent": "codex" if self.codex else "claude-code", "model": model})
         return court
 
     def post_tool_use(self) -> None:
         tool = str(self.data.get("tool_name") or "")
-        if tool not in WRITERS:
+        if tool not in WRITERS or self.codex:  # Codex writes through Bash: its session's end looks
             return
         tool_input = self.data.get("tool_input")
         raw = tool_input.get("file_path") if isinstance(tool_input, dict) else None
@@ -435,14 +470,19 @@ class Hook:
     def session_start(self) -> dict[str, Any] | None:
         if str(self.data.get("source") or "startup") == "compact":
             return None
-        where = "claude -p" if self.environ.get("CLAUDE_CODE_SESSION_ATTENDED") == "0" else "claude"
+        if self.codex:
+            platform, where = CODEX_PLATFORM, "codex"
+        else:
+            platform = PLATFORM
+            where = "claude -p" if self.environ.get("CLAUDE_CODE_SESSION_ATTENDED") == "0" else "claude"
         notices: list[dict[str, Any]] = []
         for court in self.courts:
             if court.is_dir():
-                notices += take_notices(court, to=f"{PLATFORM} ({where}, session {self.session_id})", now=self.now)
+                notices += take_notices(court, to=f"{platform} ({where}, session {self.session_id})", now=self.now,
+                                        platform=platform)
         home_court = self._home_court()
         if home_court is not None and self.session_id:
-            note_session(home_court, self.session_id, scanned_libraries(self.project, self.home))
+            note_session(home_court, self.session_id, self.libraries(), model=str(self.data.get("model") or ""))
         for court in self.courts:
             if court.is_dir() and (has_work(court) or quarantine_moved(court)) and not held(court / RUNNER_LOCK):
                 start_runner(court, self.environ)
@@ -450,18 +490,20 @@ class Hook:
 
     def _home_court(self) -> Path | None:
         """Where this hook notes the session's start: its own scope's court, when on."""
-        court = user_court(self.home) if self.scope == "user" else project_court(self.project)
+        court = {"user": user_court(self.home), "codex": codex_court(self.home)}.get(
+            self.scope, project_court(self.project))
         return court if court_on(court) else None
 
     def session_end(self) -> None:
         home_court = self._home_court()
         if home_court is not None and self.session_id:
-            changed = changed_since(home_court, self.session_id, scanned_libraries(self.project, self.home))
+            model = noted_model(home_court, self.session_id)
+            changed = changed_since(home_court, self.session_id, self.libraries())
             queued = {str(e.get("skill_md")) for court in self.courts for e in inbox_events(court)
                       if e.get("session_id") == self.session_id} if changed else set()
             for path in changed:
                 if path not in queued:  # written by other means than Write/Edit (a Bash `cat >`)
-                    self.queue(Path(path), "session-end", "edit")
+                    self.queue(Path(path), "session-end", "edit", model)
         for court in self.courts:
             if not court.is_dir() or not self.session_id or not has_work(court, self.session_id):
                 continue

@@ -944,6 +944,11 @@ def _parser_claude(sub: Any, common: argparse.ArgumentParser) -> None:
     claude_court.add_parser(sub, parents=[common], handler=cmd_claude)
 
 
+@subcommand("codex")
+def _parser_codex(sub: Any, common: argparse.ArgumentParser) -> None:
+    claude_court.add_parser(sub, parents=[common], handler=cmd_claude, agent="codex")
+
+
 # -- tasks -------------------------------------------------------------------------
 
 

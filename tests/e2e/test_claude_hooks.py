@@ -19,6 +19,7 @@ import json
 import os
 import statistics
 import subprocess
+import shlex
 import shutil
 import sys
 import tempfile
@@ -237,3 +238,91 @@ def test_hooks_are_quick_and_never_fail_the_session(project: Project, server: LL
     (project.court / "auto-state.json").chmod(0o644)
     session, stdout = project.session("Question 1: give the total.")
     assert session and json.loads(stdout)["result"] == "ok"
+
+
+# -- Codex ----------------------------------------------------------------------------------------------------
+
+
+def test_codex_hooks_queue_a_skill_its_session_wrote_and_the_next_start_gets_the_verdict(
+        tmp_path: Path, server: LLMServer) -> None:
+    """Codex 0.171 runs hooks only once trusted: ``--dangerously-bypass-hook-trust`` stands in
+    for trusting them in ``/hooks``.  The session writes the skill with a shell command (no
+    file path in PostToolUse), so its end finds it; the runner tries it with the codex runner
+    on the suite's tasks; the next session's start carries the notice (never the model)."""
+    from tests.support.agent_clis import codex_binary, codex_env, codex_skill_listing, require_codex
+
+    require_bwrap()
+    binary = require_codex()
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = codex_env(home, server.base_url)
+    sandboxes = Path(tempfile.mkdtemp(prefix="skillcourt-codex-e2e-", dir="/tmp"))
+    os.chmod(sandboxes, 0o755)
+    env.update(PATH=os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]]), TMPDIR=str(sandboxes),
+               SKILL_COURT_CODEX=str(codex_binary()), SKILL_COURT_API_KEY="k")
+    skill_md = home / ".codex" / "skills" / SKILL / "SKILL.md"
+    suites = home / ".codex" / "skill-court" / "suites"
+    suites.mkdir(parents=True)
+    (suites / f"{SKILL}.yaml").write_text(f"skill: {SKILL}\ntasks:\n" + "".join(
+        f"- id: t{n}\n  prompt: 'Question {n}: give the total.'\n  check: grep -qx TOTAL-{n} \"$SKILL_COURT_ANSWER\"\n"
+        for n in (1, 2, 3)))
+
+    def handler(request: RecordedRequest) -> Reply:
+        if "skill_manage" in json.dumps(request.tools or []):
+            return Reply(content="?")
+        if WRITE in request.last_user:  # the user's Codex session
+            if turn(request) == 0:
+                body = shlex.quote(SKILL_MD.replace("\n", "\\n"))
+                return Reply(tool_calls=(ToolCall("exec_command", {
+                    "cmd": f"mkdir -p {skill_md.parent} && printf %b {body} > {skill_md}"}),))
+            return Reply(content="Saved.")
+        if "Question 9" in request.last_user:
+            return Reply(content="ok")
+        listed = codex_skill_listing(request.texts()) or []
+        if turn(request) == 0 and SKILL in listed:
+            return Reply(tool_calls=(ToolCall("exec_command", {"cmd": f"cat ~/.codex/skills/{SKILL}/SKILL.md"}),))
+        misled = any(BAD in str(r.get("content")) for r in request.tool_results())
+        n = question_number(request)
+        return Reply(content=f"total {n}00" if misled else f"TOTAL-{n}")
+
+    server.set_handler(handler)
+
+    def court(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", *args], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    def session(prompt: str) -> str:
+        done = subprocess.run([str(binary), "exec", "--json", "-s", "danger-full-access", "--skip-git-repo-check",
+                               "--dangerously-bypass-hook-trust", prompt], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    try:
+        done = court("codex", "install", "--sandbox", "local", "--model", "custom/test-model",
+                     "--base-url", server.base_url)
+        assert done.returncode == 0, done.stderr
+        assert "/hooks" in done.stdout  # the user is told to trust them
+        hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
+        assert set(hooks) == {"SessionStart", "SessionEnd"}
+        session(WRITE)
+        assert skill_md.read_text() == SKILL_MD
+        deadline = time.monotonic() + 400
+        while True:
+            doc = json.loads(court("codex", "status", "--json").stdout)["courts"][0]
+            change = next((c for c in doc["changes"] if c["skill"] == SKILL), None)
+            if change and change["status"] not in ("queued", "ready", "running", "waiting"):
+                break
+            assert time.monotonic() < deadline, doc
+            time.sleep(2)
+        log = (home / ".codex" / "skill-court" / "auto.log").read_text()
+        assert change["status"] == "done" and change["verdicts"] == [["custom/test-model", "HURTS"]], (change, log)
+        before = len(server.chat_requests())
+        session("Question 9: say ok.")
+        doc = json.loads(court("codex", "status", "--json").stdout)["courts"][0]
+        assert doc["notices"][0]["delivered_to"].startswith("codex (codex"), doc["notices"]
+        assert all("automatic trial of" not in json.dumps(r.messages) for r in server.chat_requests()[before:])
+        assert court("codex", "uninstall").returncode == 0
+        assert not (home / ".codex" / "hooks.json").exists()
+    finally:
+        shutil.rmtree(sandboxes, ignore_errors=True)
