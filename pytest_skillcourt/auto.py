@@ -660,8 +660,12 @@ class Runner:
     def __init__(self, home: Path | CourtFolder, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
                  trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None,
                  layout: Layout | None = None) -> None:
-        self.home: Any = home if isinstance(home, CourtFolder) else Path(home).expanduser().absolute()
-        self.layout: Layout = layout or hermes_layout(self.home)
+        self.home: Any = home
+        if not isinstance(home, CourtFolder):
+            self.home = Path(home).expanduser().absolute()
+        if layout is None and isinstance(home, CourtFolder):
+            raise ValueError("a runner of a CourtFolder needs the layout of its library")
+        self.layout: Layout = layout if layout is not None else hermes_layout(self.home)
         self.out = out or sys.stderr
         self.clock = clock
         self._trial = trial

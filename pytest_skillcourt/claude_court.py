@@ -417,7 +417,7 @@ def fold(court: Path, home: Path, *, say: Callable[[str], None] = lambda text: N
     """Turn the court's inbox into queued changes (``auto.queue_change``) and ended sessions
     (``auto.end_session``); how many events.  A fold that died halfway is finished first."""
     court = Path(court)
-    folder = auto.CourtFolder(court)
+    folder = _folder(court)
     inbox = court / claude_hooks.INBOX
     count = 0
     with locked(court / FOLD_LOCK):
@@ -445,7 +445,7 @@ def fold(court: Path, home: Path, *, say: Callable[[str], None] = lambda text: N
     return count
 
 
-def _queue(folder: auto.CourtFolder, event: Mapping[str, Any], say: Callable[[str], None]) -> None:
+def _queue(folder: Any, event: Mapping[str, Any], say: Callable[[str], None]) -> None:
     skill_md = Path(str(event.get("skill_md") or ""))
     skill = _skill_name(skill_md)
     session = str(event.get("session_id") or "")
@@ -469,6 +469,12 @@ def _queue(folder: auto.CourtFolder, event: Mapping[str, Any], say: Callable[[st
 
 
 # -- the runner -------------------------------------------------------------------------------------------
+
+
+def _folder(court: Path) -> Any:
+    """``court`` as the ``home`` auto.py's functions take (typed ``Any``: they are annotated
+    with a Hermes home and take a :class:`auto.CourtFolder` alike)."""
+    return auto.CourtFolder(Path(court))
 
 
 def _anthropic_url(environ: Mapping[str, str]) -> str | None:
@@ -525,9 +531,9 @@ class ClaudeRunner(auto.Runner):
         if extras.model:
             return extras.model, extras.base_url
         if self.kind == "codex":
-            found = str((change.get("origin") or {}).get("model") or "")
+            named = str((change.get("origin") or {}).get("model") or "")
             base = extras.base_url or self.environ.get("OPENAI_BASE_URL") or None
-            return (f"openai/{found}" if found else None), base
+            return (f"openai/{named}" if named else None), base
         found = claude_mine.session_model(self._transcripts(change), str(change.get("session_id") or ""))
         if not found:
             return None, extras.base_url
@@ -579,7 +585,7 @@ def run_court(court: Path, *, home: Path | None = None, out: TextIO | None = Non
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # its own session: a closed terminal must not stop it
     court = Path(court).absolute()
     home = Path(home or Path.home())
-    folder = auto.CourtFolder(court)
+    folder = _folder(court)
 
     def say(text: str) -> None:
         auto.log(folder, text)
@@ -606,6 +612,8 @@ def cli_layout(skills_dir: Path | None, *, search: bool) -> Layout | None:
     the Claude Code project around the current folder (:func:`find_project`)."""
     if skills_dir is not None:
         skills_dir = Path(skills_dir).expanduser().absolute()
+        if skills_dir == Path.home().absolute() / ".codex" / "skills":
+            return codex_layout(Path.home())  # where `codex install`'s trials read their suites
         if skills_dir.name == "skills" and skills_dir.parent.name == ".claude":
             home = Path.home().absolute()
             return user_layout(home) if skills_dir.parent.parent == home else claude_layout(skills_dir.parent.parent)
@@ -731,7 +739,7 @@ def uninstall(scope: str, project: Path, home: Path) -> dict[str, Any]:
         elif removed:
             _write_settings_file(path, new)
     if (court / auto.SETTINGS_NAME).exists():
-        current = auto.read_settings(auto.CourtFolder(court))
+        current = auto.read_settings(_folder(court))
         write_court_settings(court, replace(current, enabled=False), read_extras(court))
     with contextlib.suppress(FileNotFoundError):
         (court / INSTALL_NAME).unlink()
@@ -740,7 +748,7 @@ def uninstall(scope: str, project: Path, home: Path) -> dict[str, Any]:
 
 def status(court: Path, home: Path) -> dict[str, Any]:
     """What ``claude status`` shows of one court: :func:`auto.status` and the hooks' errors."""
-    folder = auto.CourtFolder(court)
+    folder = _folder(court)
     fold(court, home)
     doc = auto.status(folder)
     try:
@@ -860,7 +868,7 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
             scope = _scope(args)
             project = _project_arg(args)
             court = _court_of(scope, project, home)
-            current = auto.read_settings(auto.CourtFolder(court)) if (court / auto.SETTINGS_NAME).exists() \
+            current = auto.read_settings(_folder(court)) if (court / auto.SETTINGS_NAME).exists() \
                 else auto.AutoSettings()
             was = read_extras(court)
             settings = auto.AutoSettings(

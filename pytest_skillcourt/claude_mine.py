@@ -173,7 +173,7 @@ def turns(lines: Iterable[str], session_id: str = "") -> Iterator[Turn]:
                 continue
             text = _text(content)
             if text is None:  # tool results: which Skill calls launched
-                if current is not None:
+                if current is not None and isinstance(content, list):
                     for block in content:
                         if isinstance(block, dict) and block.get("type") == "tool_result" \
                                 and not block.get("is_error") and _result_text(block).startswith(LAUNCHED):
@@ -187,7 +187,8 @@ def turns(lines: Iterable[str], session_id: str = "") -> Iterator[Turn]:
             for block in content:
                 if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
-                arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+                raw = block.get("input")
+                arguments: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 if block.get("name") == "Skill" and isinstance(arguments.get("skill"), str):
                     current.loads[str(block.get("id"))] = arguments["skill"].split(":")[-1].strip()
                 elif block.get("name") in WRITERS:
