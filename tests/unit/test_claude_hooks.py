@@ -465,3 +465,44 @@ def test_a_changed_quarantine_file_brings_a_runner_at_the_next_start(project: Pa
     assert json.loads((project / ".claude/settings.local.json").read_text()) == {"skillOverrides": {SKILL: "off"}}
     hook("session-start", start, project, home)
     assert started == [court]
+
+
+def test_codex_tasks_go_where_codex_trials_read_them(home: Path) -> None:
+    layout = claude_court.cli_layout(home / ".codex" / "skills", search=False)
+    assert layout is not None and layout.suites_dir == home / ".codex" / "skill-court" / "suites"
+    assert claude_hooks.library_of(home / ".codex/skills/x/SKILL.md", project=home / "p", home=home)[2] == "codex"
+
+
+def test_codex_install_writes_only_its_two_hooks_and_uninstall_takes_them(home: Path) -> None:
+    hooks_json = home / ".codex" / "hooks.json"
+    hooks_json.parent.mkdir(parents=True)
+    theirs = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}
+    hooks_json.write_text(json.dumps(theirs))
+    assert cli.main(["codex", "install", "--model", "openai/gpt-x"]) == 0
+    data = json.loads(hooks_json.read_text())["hooks"]
+    assert set(data) == {"Stop", "SessionStart", "SessionEnd"}
+    assert data["SessionEnd"][0]["hooks"][0]["command"].endswith("session-end --scope codex || true")
+    assert claude_court.read_extras(home / ".codex" / "skill-court").model == "openai/gpt-x"
+    assert cli.main(["codex", "uninstall"]) == 0
+    assert json.loads(hooks_json.read_text()) == theirs
+
+
+def test_a_codex_session_end_queues_what_changed_with_the_sessions_model(home: Path, tmp_path: Path) -> None:
+    assert cli.main(["codex", "install"]) == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    start = {"session_id": "c1", "cwd": str(work), "hook_event_name": "SessionStart", "model": "gpt-x",
+             "source": "startup"}
+    hook("session-start", start, work, home, scope="codex")
+    skill = home / ".codex" / "skills" / SKILL / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(SKILL_MD)
+    hook("session-end", {"session_id": "c1", "cwd": str(work)}, work, home, scope="codex")
+    court = home / ".codex" / "skill-court"
+    claude_court.fold(court, home)
+    change = auto.read_state(auto.CourtFolder(court))["changes"][0]
+    assert (change["skill"], change["status"]) == (SKILL, "ready")
+    assert change["origin"]["platform"] == "codex" and change["origin"]["model"] == "gpt-x"
+    runner = claude_court.ClaudeRunner(court, home=home, environ={})
+    options = runner.trial_options(change, auto.read_settings(auto.CourtFolder(court)), budget=1.0, judge_tokens=1)
+    assert (options.agent, options.models) == ("codex", ("openai/gpt-x",))
