@@ -59,7 +59,7 @@ HOOKS: dict[str, str | None] = {"PostToolUse": "Write|Edit|MultiEdit", "SessionS
 CODEX_HOOKS = ("SessionStart", "SessionEnd")
 HOOK_TIMEOUT = 10  # seconds: Claude Code's limit on each hook command (it takes a fraction of one)
 #: This module's keys in ``auto.json`` beside :class:`auto.AutoSettings`'.
-EXTRA_KEYS = ("model", "base_url", "judge_model", "apply", "inherited_from")
+EXTRA_KEYS = ("model", "base_url", "judge_model", "apply", "inherited_from", "prices")
 PROG = "skill-court"
 
 
@@ -145,6 +145,7 @@ class Extras:
     judge_model: str | None = None  # None: the run model judges
     apply: bool = True  # a HURTS verdict hides the skill (auto mode)
     inherited_from: str | None = None  # the user's auto.json these settings are a copy of
+    prices: dict[str, list[float]] | None = None  # model -> [USD per Mtok in, out] (ini skill_court_prices)
 
 
 def read_extras(court: Path) -> Extras:
@@ -156,7 +157,11 @@ def read_extras(court: Path) -> Extras:
         return Extras()
     text = {k: data.get(k) if isinstance(data.get(k), str) and data.get(k) else None
             for k in ("model", "base_url", "judge_model", "inherited_from")}
-    return Extras(apply=data.get("apply") is not False, **text)
+    prices = data.get("prices")
+    good = {str(k): [float(v[0]), float(v[1])] for k, v in prices.items()
+            if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)} \
+        if isinstance(prices, dict) else None
+    return Extras(apply=data.get("apply") is not False, prices=good or None, **text)
 
 
 def write_court_settings(court: Path, settings: auto.AutoSettings, extras: Extras) -> Path:
@@ -507,7 +512,19 @@ class ClaudeRunner(auto.Runner):
 
     def one(self, change: Mapping[str, Any], settings: auto.AutoSettings) -> auto.Step:
         self._change_layout(change)
-        step = super().one(change, settings)
+        prices = read_extras(self.court).prices
+        saved = os.environ.get("PYTEST_ADDOPTS")
+        if prices:  # the trial's pytest session (in this process) reads them as ini skill_court_prices
+            lines = "\n".join(f"{m} = {i:g} {o:g}" for m, (i, o) in sorted(prices.items()))
+            os.environ["PYTEST_ADDOPTS"] = f"{saved or ''} -o {shlex.quote('skill_court_prices=' + lines)}".strip()
+        try:
+            step = super().one(change, settings)
+        finally:
+            if prices:
+                if saved is None:
+                    os.environ.pop("PYTEST_ADDOPTS", None)
+                else:
+                    os.environ["PYTEST_ADDOPTS"] = saved
         try:
             sync_hidden(self.court, self.user_home, say=self.say)
         except Exception as exc:  # the verdict stands; say why Claude Code still shows the skill
@@ -793,6 +810,18 @@ CODEX_DESCRIPTION = (
     "switch ([[skills.config]] enabled = false) is not written.")
 
 
+def _price_arg(text: str) -> tuple[str, list[float]]:
+    model, sep, rates = text.partition("=")
+    parts = rates.split(",")
+    try:
+        values = [float(x) for x in parts]
+    except ValueError:
+        values = []
+    if not sep or not model.strip() or len(values) != 2 or any(v != v or v < 0 or v == float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"expected MODEL=IN,OUT in USD per million tokens, got {text!r}")
+    return model.strip().rsplit("/", 1)[-1].lower(), values
+
+
 def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler: Callable[..., int],
                formatter: Any = argparse.RawDescriptionHelpFormatter, agent: str = "claude") -> None:
     """``claude install|uninstall|status|release`` (README "Automatic trials in Claude Code");
@@ -847,6 +876,9 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
                       help="endpoint of --model (default: $ANTHROPIC_BASE_URL of the session, else Anthropic's)")
     inst.add_argument("--judge-model", metavar="PROVIDER/MODEL", default=None,
                       help="model that judges tasks without a check (default: the run model)")
+    inst.add_argument("--price", metavar="MODEL=IN,OUT", action="append", default=None, type=_price_arg,
+                      help="USD per million input and output tokens of a model, e.g. claude-sonnet-5-5=3,15 "
+                           "(Anthropic's API reports no cost; repeat for several)")
     inst.add_argument("--no-apply", dest="apply", action="store_false",
                       help="only report verdicts: a skill that HURTS stays visible to Claude Code")
     st.add_argument("--json", dest="as_json", action="store_true", help="print it as JSON")
@@ -877,7 +909,8 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
                 judge_tokens=args.judge_tokens if args.judge_tokens is not None else current.judge_tokens,
                 sandbox=args.sandbox if args.sandbox is not None else current.sandbox)
             extras = Extras(model=args.model or was.model, base_url=args.base_url or was.base_url,
-                            judge_model=args.judge_model or was.judge_model, apply=args.apply)
+                            judge_model=args.judge_model or was.judge_model, apply=args.apply,
+                            prices={**(was.prices or {}), **dict(args.price or [])} or None)
             done = install(scope, project, home, settings, extras)
             kept = "made it" if done["created"] else "the settings and hooks already there kept"
             out(plain(f"Claude Code hooks written into {done['settings']} ({kept}); court {done['court']}."))

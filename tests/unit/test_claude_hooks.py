@@ -506,3 +506,34 @@ def test_a_codex_session_end_queues_what_changed_with_the_sessions_model(home: P
     runner = claude_court.ClaudeRunner(court, home=home, environ={})
     options = runner.trial_options(change, auto.read_settings(auto.CourtFolder(court)), budget=1.0, judge_tokens=1)
     assert (options.agent, options.models) == ("codex", ("openai/gpt-x",))
+
+
+def test_prices_given_at_install_reach_the_trials_pytest_session(project: Path, home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert cli.main(["claude", "install", "--project", str(project), "--model", "anthropic/claude-x",
+                     "--price", "anthropic/claude-x=3,15"]) == 0
+    assert cli.main(["claude", "install", "--project", str(project), "--price", "claude-y=1,5"]) == 0  # kept, added
+    court = project / ".skill-court"
+    assert claude_court.read_extras(court).prices == {"claude-x": [3.0, 15.0], "claude-y": [1.0, 5.0]}
+    write_skill(project)
+    hook("post-tool-use", post(project / f".claude/skills/{SKILL}/SKILL.md"), project, home)
+    hook("session-end", {"session_id": "s1", "cwd": str(project)}, project, home, CLAUDE_PID="x")
+    claude_court.fold(court, home)
+    seen: list[str] = []
+
+    def trial(*args: Any, **kwargs: Any) -> TrialRun:
+        seen.append(os.environ.get("PYTEST_ADDOPTS", ""))
+        return TrialRun(4, {})
+
+    claude_court.ClaudeRunner(court, home=home, environ={}, trial=trial).run()
+    import shlex
+    assert shlex.split(seen[0]) == ["-o", "skill_court_prices=claude-x = 3 15\nclaude-y = 1 5"]
+    assert "PYTEST_ADDOPTS" not in os.environ
+
+
+@pytest.mark.parametrize("bad", ["claude-x", "claude-x=3", "claude-x=a,b", "=1,2", "m=-1,2"])
+def test_a_bad_price_is_refused(project: Path, bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["claude", "install", "--price", bad]) == 2  # a usage error, nothing written
+    assert "expected MODEL=IN,OUT" in capsys.readouterr().err
+    assert not (project / ".skill-court").exists()
