@@ -627,6 +627,10 @@ def run(args: argparse.Namespace) -> int:
 
     claude = claude_court.cli_layout(getattr(args, "skills_dir", None), search=args.hermes_home is None and
                                      getattr(args, "court_hermes_home", None) is None)
+    if claude is not None and not claude_court.is_claude(claude):  # Codex's library
+        print(f"skill-court tasks mine: Codex's sessions are not mined; add {claude.skills_dir}'s tasks with "
+              "`skill-court tasks add SKILL --skills ~/.codex/skills --prompt ...`", file=sys.stderr)
+        return 1
     if claude is not None:  # a Claude Code project: its transcripts, not state.db (claude_mine)
         return claude_mine.run(args, claude, claude.rootdir if claude.rootdir != claude.data_dir else None)
     where = resolve(hermes_home=Path(home), skills=getattr(args, "skills_dir", None))

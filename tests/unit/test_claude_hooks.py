@@ -537,3 +537,9 @@ def test_a_bad_price_is_refused(project: Path, bad: str, capsys: pytest.CaptureF
     assert cli.main(["claude", "install", "--price", bad]) == 2  # a usage error, nothing written
     assert "expected MODEL=IN,OUT" in capsys.readouterr().err
     assert not (project / ".skill-court").exists()
+
+
+def test_codex_sessions_are_not_mined_and_it_says_so(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (home / ".codex" / "skills").mkdir(parents=True)
+    assert cli.main(["tasks", "mine", "--skills", str(home / ".codex" / "skills")]) == 2
+    assert "Codex's sessions are not mined" in capsys.readouterr().err
