@@ -39,17 +39,25 @@ def with_settings(ctx: RunContext, **changes: object) -> RunContext:
     return dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, **changes))
 
 
-def test_local_backend_is_refused_with_the_fix(tmp_path: Path) -> None:
+def test_a_hermes_the_jail_cannot_run_is_refused_before_the_run_with_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local backend runs Hermes inside the jail (``hermes_install``); a ``hermes``
+    the jail cannot run (here a shim naming no Python) fails the run before Hermes
+    starts, with the fix, not as a failed run of the agent."""
     from pytest_skillcourt.sandbox.base import SandboxSpec
     from tests.support.sandbox_image import require_bwrap
 
-    assert "--skill-court-sandbox docker" in hr.hermes_reason("local")
+    shim = tmp_path / "hermes"
+    shim.write_text("#!/usr/bin/env bash\nexec pyenv exec hermes \"$@\"\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv(hr.ENV_BINARY, str(shim))
     require_bwrap()
     from pytest_skillcourt.sandbox.local import open_local
 
-    with open_local(SandboxSpec()) as sb, pytest.raises(hr.HermesUnavailable,
-                                                        match=r"needs the docker sandbox, got 'local'"):
+    with open_local(SandboxSpec()) as sb, pytest.raises(hr.HermesUnavailable) as refused:
         hr.run_hermes_agent(make_ctx(tmp_path, None, "with"), sb)
+    assert "names none (a pyenv or asdf shim?)" in str(refused.value)
+    assert "--skill-court-sandbox docker" in str(refused.value)
 
 
 # -- real Hermes in real containers ---------------------------------------------------

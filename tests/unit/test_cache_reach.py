@@ -64,11 +64,21 @@ def test_a_skill_disabled_for_the_session_is_out_of_builtin_reach(tmp_path: Path
     assert in_reach(ctx) == hashes(ctx, SKILL)
 
 
-@pytest.mark.parametrize("agent", [AgentChoice.CLAUDE_CODE, AgentChoice.HERMES])
+@pytest.mark.parametrize(("agent", "backend"), [(AgentChoice.CLAUDE_CODE, "local"),
+                                                (AgentChoice.CLAUDE_CODE, "docker"),
+                                                (AgentChoice.HERMES, "docker")])
 def test_cli_runners_keep_the_hidden_skill_installed_so_it_is_in_reach(
-        tmp_path: Path, agent: AgentChoice) -> None:
-    ctx = make_ctx(tmp_path, "without", agent)
+        tmp_path: Path, agent: AgentChoice, backend: str) -> None:
+    ctx = dataclasses.replace(make_ctx(tmp_path, "without", agent), backend=backend)
     assert in_reach(ctx) == hashes(ctx, SKILL, "other-tip")
+
+
+def test_hermes_in_bubblewrap_cannot_reach_the_hidden_skill(tmp_path: Path) -> None:
+    """Hermes under the local backend runs inside the jail, which holds only the visible
+    skills (``HermesRunner.skills_in_reach``): the hidden one is out of reach."""
+    ctx = make_ctx(tmp_path, "without", AgentChoice.HERMES)
+    assert ctx.backend == "local"
+    assert in_reach(ctx) == hashes(ctx, "other-tip")
 
 
 def test_claude_code_places_the_hidden_skills_files(tmp_path: Path) -> None:
