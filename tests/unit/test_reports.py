@@ -122,7 +122,7 @@ def test_step_summary_and_html_and_junit_from_values(tmp_path: Path) -> None:
     assert md.startswith("### skill court: 🔴 1 HURTS · ⚪ 0 INCONCLUSIVE · 🟡 0 NEUTRAL · 🟢 0 HELPS")
     assert "trial `T1`" in md and "json report `court.json`" in md and "spend $0.0812" in md
     assert "| 🔴 | house-format | custom/m | **HURTS** | 0% / 100% |" in md
-    assert "cause: it insists on &lt;b&gt;bold&lt;/b&gt; totals (skill line: `Always write TOTAL-&lt;n&gt;`)" in md
+    assert "cause: it insists on &lt;b&gt;bold&lt;/b&gt; totals (skill line: `Always write TOTAL-<n>`)" in md
     assert "> a note" in md
     page = render_html(trial_data(result))
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
