@@ -385,6 +385,37 @@ def option_value(argv: Sequence[str], name: str) -> str | None:
     return found
 
 
+#: What the draft's trial takes from the verdict's own session unless the appeal's pytest
+#: arguments say otherwise: the configuration file (a Hermes library's ``skill-court.toml``),
+#: with its rootdir, the agent runner, its profile and preset, the sandbox and its image, and
+#: the quarantine file its runs hide skills by, so the draft is tried as the original was.
+INHERITED_OPTIONS = ("-c", "--rootdir", "--skill-court-agent", "--skill-court-agent-preset", "--skill-court-hermes-profile",
+                     "--skill-court-sandbox", "--skill-court-image", "--skill-court-quarantine")
+
+
+def inherited_args(trial_argv: Sequence[str], pytest_args: Sequence[str]) -> list[str]:
+    """The options of :data:`INHERITED_OPTIONS` that the verdict's session had
+    (``trial_argv``) and ``pytest_args`` does not set, as ``--name=value`` (``-c V``).
+
+    Raises:
+        AppealError: an image with the local sandbox, which runs none.
+    """
+    out: list[str] = []
+    for name in INHERITED_OPTIONS:
+        if option_value(pytest_args, name) is not None:
+            continue
+        value = option_value(trial_argv, name)
+        if value is not None:
+            out += [name, value] if name == "-c" else [f"{name}={value}"]
+    every = [*pytest_args, *out]
+    image, backend = option_value(every, "--skill-court-image"), option_value(every, "--skill-court-sandbox")
+    if image is not None and backend == "local":
+        raise AppealError(f"--image {image} names the Docker image of the draft's runs, but its sandbox is local "
+                          "(bubblewrap runs no container): drop --image, or pass "
+                          "--pytest-arg=--skill-court-sandbox=docker")
+    return out
+
+
 def trial_command(*, suite: str, library: Path, model: str, json_path: Path, store: Path,
                   base_url: str | None, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command line that tries a draft."""
@@ -472,6 +503,8 @@ def make_appeal(store: Any, skill: str, model: str, *, client_for: Callable[[str
     """
     row = find_verdict(store, skill, model)
     project = locate(store, row)
+    pytest_args = [*pytest_args, *inherited_args((store.trial_info(row["trial"]) or {}).get("argv") or [],
+                                                 pytest_args)]
     refuse_symlinks(project.folder)
     original_bytes = project.skill_md.read_bytes()
     try:

@@ -3,7 +3,8 @@
 Everything lives in the profile's court folder, ``$HERMES_HOME/plugin-data/skill-court/``:
 
 - ``auto.json``: the settings ``auto on|off`` writes (``enabled``, ``budget_usd`` a day,
-  ``quiet_minutes``, ``judge_tokens`` a day, ``sandbox``); missing means off;
+  ``quiet_minutes``, ``judge_tokens`` a day, ``sandbox``, ``agent``, ``image``); missing means
+  off; no ``agent`` means Hermes itself (the hermes runner on the profile), as for ``trial``;
 - ``auto-state.json``: the queue of changed skills, the notices, each day's spend and
   judge tokens, and the skills whose automatic trials stopped; every change is a
   read-modify-write under ``auto-state.lock`` with an atomic replace (``atomic``/``locks``);
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -60,8 +62,10 @@ from .quarantine import QuarantineFileError, read_entries
 from .sandbox import docker as docker_sandbox
 from .sandbox import local as local_sandbox
 from .skills import LibraryError, load_library
+from .agent.registry import RUNNERS
 from .transcript import message_text, parse_calls, skill_name
-from .trial_cli import PYTEST_INCOMPLETE, PYTEST_USAGE, TrialOptions, TrialUsageError, run_trial
+from .trial_cli import (PYTEST_INCOMPLETE, PYTEST_USAGE, RunnerUnavailable, TrialOptions, TrialUsageError,
+                        run_trial)
 
 SETTINGS_NAME = "auto.json"
 STATE_NAME = "auto-state.json"
@@ -131,6 +135,8 @@ class AutoSettings:
     quiet_minutes: float = DEFAULT_QUIET_MINUTES
     judge_tokens: int = DEFAULT_JUDGE_TOKENS
     sandbox: str | None = None  # None: the court's default (docker when an engine answers)
+    agent: str | None = None  # None: trial's default (a Hermes library: the hermes runner)
+    image: str | None = None  # None: the court's default image (Docker only)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": 1, **asdict(self)}
@@ -150,6 +156,19 @@ def check_quiet(value: Any, where: str) -> float:
         raise AutoError(f"{where}: quiet_minutes must be a number of minutes above 0, got {value!r}; "
                         "set it with `auto on --quiet-minutes M`")
     return float(value)
+
+
+def check_runner(agent: Any, image: Any, sandbox: str | None, where: str) -> None:
+    """An agent runner the court has, an image that is a name, and no image with the local sandbox."""
+    if agent is not None and agent not in RUNNERS:
+        raise AutoError(f"{where}: agent must be one of {', '.join(RUNNERS)}, got {agent!r}; "
+                        "set it with `auto on --agent NAME`")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise AutoError(f"{where}: image must name a Docker image, got {image!r}; set it with `auto on --image IMAGE`")
+    if image is not None and sandbox == "local":
+        raise AutoError(f"{where}: image {image} names the Docker image of the runs, but sandbox local runs none "
+                        "(bubblewrap shows this machine's own system); set `auto on --sandbox docker`, or "
+                        "drop the image with `auto on --image ''`")
 
 
 def check_tokens(value: Any, where: str) -> int:
@@ -186,12 +205,13 @@ def read_settings(home: Path) -> AutoSettings:
     if sandbox is not None and sandbox not in ("docker", "local", "auto"):
         raise AutoError(f"{path}: sandbox must be docker, local or auto, got {sandbox!r}; "
                         "set it with `auto on --sandbox NAME`")
+    check_runner(data.get("agent"), data.get("image"), sandbox, str(path))
     return AutoSettings(
         enabled=enabled,
         budget_usd=check_budget(data.get("budget_usd", DEFAULT_BUDGET), str(path)),
         quiet_minutes=check_quiet(data.get("quiet_minutes", DEFAULT_QUIET_MINUTES), str(path)),
         judge_tokens=check_tokens(data.get("judge_tokens", DEFAULT_JUDGE_TOKENS), str(path)),
-        sandbox=sandbox)
+        sandbox=sandbox, agent=data.get("agent"), image=data.get("image"))
 
 
 def write_settings(home: Path, settings: AutoSettings) -> Path:
@@ -808,6 +828,8 @@ class Runner:
         trial = self._trial or run_trial
         try:
             done = trial(self.layout, library, options, prog=self.prog, err=self.out)
+        except RunnerUnavailable as exc:
+            return self._runner_unavailable(change, str(exc))
         except TrialUsageError as exc:
             text = str(exc)
             if "no tasks" in text:
@@ -881,7 +903,8 @@ class Runner:
         """The options of the change's trial (Hermes: the profile's model and judge)."""
         judge, _ = judge_model(self.home)
         return TrialOptions(skills=(change["skill"],), apply=True, budget=budget, sandbox=settings.sandbox,
-                            parallel=1, judge_model=judge, judge_tokens=judge_tokens)
+                            parallel=1, judge_model=judge, judge_tokens=judge_tokens, agent=settings.agent,
+                            image=settings.image)
 
     def notice(self, verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_models: Sequence[str],
                appeal: Mapping[str, Any] | None) -> str:
@@ -892,6 +915,17 @@ class Runner:
         if spend or tokens:
             with editing_state(self.home) as state:
                 _charge(state, self.clock(), spend, tokens)
+
+    def _runner_unavailable(self, change: Mapping[str, Any], why: str) -> Step:
+        """The agent the trial must run in cannot run here: never tried in another one.
+        The change waits (a new runner takes it up once that is fixed), and whoever changed
+        the skill is told why and the fix, once (not again while the reason is the same)."""
+        text = (f"skill-court: no automatic trial of '{change['skill']}' until this is fixed: {why} "
+                f"(or choose the agent: {self.settings_command} --agent NAME)")
+        with editing_state(self.home) as state:
+            if not any(n.get("kind") == "runner" and n.get("text") == text for n in state["notices"]):
+                add_notice(state, change, text, now=self.clock(), kind="runner")
+        return self._wait(change, why)
 
     def _wait(self, change: Mapping[str, Any], why: str) -> Step:
         self._set(change["id"], status="waiting", detail=why, waiting_since=self.clock())
@@ -1016,6 +1050,11 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
                     help=f"judge tokens automatic trials may use a day (default {DEFAULT_JUDGE_TOKENS:,})")
     on.add_argument("--sandbox", choices=("docker", "local", "auto"), default=None,
                     help="sandbox of the trials (default: docker when an engine answers, else local)")
+    on.add_argument("--agent", choices=list(RUNNERS), default=None,
+                    help="agent the skills are tried in (default: hermes, Hermes itself with this profile)")
+    on.add_argument("--image", metavar="IMAGE", default=None,
+                    help="Docker image of the runs whose suite names none (default python:3.12-slim; '' "
+                         "for the default again); not with --sandbox local")
     off = actions.add_parser("off", parents=list(parents), help="turn automatic trials off (the queue stays)",
                              epilog=epilog, formatter_class=formatter)
     off.add_argument("--hermes-home", metavar="DIR", type=Path, default=None, help="the Hermes home (profile)")
@@ -1041,23 +1080,27 @@ def run_command(args: argparse.Namespace, home: Path, *, out: Callable[[str], No
                 budget_usd=args.budget if args.budget is not None else current.budget_usd,
                 quiet_minutes=args.quiet_minutes if args.quiet_minutes is not None else current.quiet_minutes,
                 judge_tokens=args.judge_tokens if args.judge_tokens is not None else current.judge_tokens,
-                sandbox=args.sandbox if args.sandbox is not None else current.sandbox)
+                sandbox=args.sandbox if args.sandbox is not None else current.sandbox,
+                agent=args.agent if args.agent is not None else current.agent,
+                image=(args.image.strip() or None) if args.image is not None else current.image)
+            check_runner(new.agent, new.image, new.sandbox, f"{prog} auto on")
             path = write_settings(home, new)
             out(f"Automatic trials are on for {home}: up to ${new.budget_usd:.2f} and {new.judge_tokens:,} judge "
                 f"tokens a day; a changed skill is tried when its session ends or after {new.quiet_minutes:g} "
-                f"quiet minutes ({path}).")
+                f"quiet minutes, in {new.agent or 'Hermes (the hermes runner)'}"
+                f"{' on image ' + new.image if new.image else ''} ({path}).")
             if not _plugin_enabled(home):
                 err(f"{prog} auto: the skill-court plugin is not enabled in {home / 'config.yaml'}, so Hermes "
                     "queues nothing: run `hermes plugins enable skill-court`")
             return 0
         if command == "off":
-            path = write_settings(home, AutoSettings(False, current.budget_usd, current.quiet_minutes,
-                                                     current.judge_tokens, current.sandbox))
+            path = write_settings(home, dataclasses.replace(current, enabled=False))
             out(f"Automatic trials are off for {home} ({path}); queued changes stay until they are turned on.")
             return 0
         doc = status(home)
     except AutoError as exc:
-        err(f"{prog} auto {command}: {exc}")
+        text = str(exc)
+        err(text if text.startswith(f"{prog} auto") else f"{prog} auto {command}: {text}")
         return 2
     if args.as_json:
         out(json.dumps(doc, indent=2, ensure_ascii=False))
@@ -1077,7 +1120,8 @@ def status_lines(doc: Mapping[str, Any]) -> list[str]:
     """``auto status`` as text."""
     s, day = doc["settings"], doc["today"]
     lines = [(f"automatic trials: {'on' if s['enabled'] else 'off'}; quiet minutes {s['quiet_minutes']:g}; "
-              f"sandbox {s.get('sandbox') or 'default'}"),
+              f"sandbox {s.get('sandbox') or 'default'}" + (f"; agent {s['agent']}" if s.get("agent") else "")
+              + (f"; image {s['image']}" if s.get("image") else "")),
              (f"today ({day['date']}): ${day['spend_usd']:.4f} of ${day['budget_usd']:.2f}, "
               f"{day['judge_tokens']:,} of {day['judge_tokens_cap']:,} judge tokens"),
              f"runner: {'working (pid ' + str(doc['runner'].get('pid')) + ')' if doc['runner'].get('working') else 'idle'}"]

@@ -809,7 +809,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
             judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
                                              if layout.hermes_home is not None else None),
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
-            hermes_profile=Path(profile) if args.agent == "hermes" and profile else None)
+            hermes_profile=Path(profile) if args.agent == "hermes" and profile else None,
+            image=args.image, library_args=_library_args(args))
         done = run_trial(layout, library, options, prog=prog)
         if args.apply:
             claude_court.after_trial(layout, say=lambda text: _err(f"{prog} trial: {plain(text)}"))
@@ -830,6 +831,15 @@ def cmd_trial(args: argparse.Namespace) -> int:
                        + command_lines("these verdicts again: ", f"{prog} report --store {shlex.quote(str(layout.store))}",
                                        width, "  "))
     return status
+
+
+def _library_args(args: argparse.Namespace) -> str:
+    """``--hermes-home DIR`` / ``--skills DIR`` as given (absolute, quoted, with a leading
+    space), for the commands a trial prints: each must reach the same library."""
+    for flag, value in (("--hermes-home", args.hermes_home), ("--skills", getattr(args, "skills_dir", None))):
+        if value is not None:
+            return f" {flag} {shlex.quote(str(Path(value).expanduser().absolute()))}"
+    return ""
 
 
 @subcommand("trial")
@@ -866,9 +876,13 @@ def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for the models "
                         "(default: the provider's; for the profile's model, its model.base_url)")
     parser.add_argument("--agent", choices=list(RUNNERS), default=None,
-                        help="agent runner (default builtin); hermes uses this Hermes home as the profile")
+                        help="agent runner (default: hermes, Hermes itself with this Hermes home as the "
+                             "profile, for a Hermes library; builtin for a --skills folder)")
     parser.add_argument("--sandbox", choices=list(sandbox.BACKENDS), default=None,
                         help="docker, local (bubblewrap) or auto (default: docker when an engine answers)")
+    parser.add_argument("--image", metavar="IMAGE", default=None,
+                        help="Docker image of the runs whose suite names none (default python:3.12-slim); "
+                             "not with --sandbox local")
     parser.add_argument("--tasks", metavar="N", type=_whole(1), default=None,
                         help="take the first N tasks of each suite (default 6)")
     parser.add_argument("--reps", metavar="R", type=_whole(1, 100), default=None,
@@ -1176,6 +1190,10 @@ def cmd_appeal(args: argparse.Namespace) -> int:
     if action is None and args.appeal is not None:
         _err(f"{_prog(args)} appeal: --appeal ID goes with show, apply or undo")
         return EXIT_USAGE
+    if action is not None and (args.agent or args.image):
+        _err(f"{_prog(args)} appeal: --agent and --image choose how a new appeal's draft is tried; "
+             f"{action} tries nothing")
+        return EXIT_USAGE
     path = _store_path(args)
     if not path.exists():
         _err(f"{_prog(args)}: no store at {path}: run pytest --skill-court first or pass --store PATH")
@@ -1235,6 +1253,9 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
     from pytest_skillcourt.agent.client import ChatClient, ModelConfigError, resolve_model
 
     pytest_args = [*args.pytest_arg, *args.pytest_tail]
+    # --agent and --image before the pytest arguments: those given there win (pytest keeps the last)
+    pytest_args = [*([f"--skill-court-agent={args.agent}"] if args.agent else []),
+                   *([f"--skill-court-image={args.image}"] if args.image else []), *pytest_args]
     row = ap.find_verdict(store, skill, args.model)
     info = store.trial_info(row["trial"]) or {}
     base_url = (args.base_url or ap.option_value(pytest_args, "--skill-court-base-url")
@@ -1308,6 +1329,12 @@ def _parser_appeal(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--pytest-arg", metavar="ARG", action="append", default=[],
                         help="an argument for the draft's pytest run (repeat; e.g. "
                              "--pytest-arg=--skill-court-sandbox=local)")
+    parser.add_argument("--agent", choices=list(RUNNERS), default=None,
+                        help="agent runner of the draft's trial (default: the one the verdict was made with, "
+                             "and its Hermes profile, sandbox and image)")
+    parser.add_argument("--image", metavar="IMAGE", default=None,
+                        help="Docker image of the draft's runs whose suite names none (default: the verdict's "
+                             "session's); not with the local sandbox")
     parser.add_argument("--appeal", metavar="ID", type=int, default=None,
                         help="show/apply/undo this appeal (default: the newest of SKILL on M)")
     parser.add_argument("--yes", action="store_true", help="apply without asking")

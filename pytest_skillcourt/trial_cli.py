@@ -85,6 +85,28 @@ class TrialUsageError(ValueError):
     """The trial cannot start as asked; the message says what to do."""
 
 
+class RunnerUnavailable(TrialUsageError):
+    """The agent runner the trial is to use cannot run here; the message says why and the
+    fix.  Never a reason to try the skills in another agent: a verdict is about the agent
+    that ran."""
+
+
+#: The runner a Hermes library is tried in when ``--agent`` names none: Hermes itself.
+HERMES_RUNNER = "hermes"
+
+#: ``pytest --skill-court`` option names in a message, as ``trial`` spells them.
+TRIAL_FLAGS = (("--skill-court-sandbox", "--sandbox"), ("--skill-court-agent", "--agent"),
+               ("--skill-court-image", "--image"), ("--skill-court-base-url", "--base-url"),
+               ("--skill-court-hermes-profile", "--hermes-home"))
+
+
+def trial_flags(text: str) -> str:
+    """``text`` with the ``--skill-court-*`` options ``trial`` has under another name renamed."""
+    for pytest_flag, trial_flag in TRIAL_FLAGS:
+        text = text.replace(pytest_flag, trial_flag)
+    return text
+
+
 @dataclass(frozen=True)
 class TrialOptions:
     """What ``skill-court trial`` was asked, before it is mapped onto pytest."""
@@ -110,6 +132,10 @@ class TrialOptions:
     quarantine: Path | None = None
     hermes_profile: Path | None = None  # for --agent hermes
     items: str | None = None  # --skill-court-items: "run" (default) or "skill"
+    image: str | None = None  # --skill-court-image: the Docker image of runs whose suite names none
+    #: how the command line named the library (``--hermes-home DIR`` / ``--skills DIR``, quoted),
+    #: carried into the commands the trial prints, so each works as printed from anywhere
+    library_args: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,8 +163,9 @@ def select(layout: Layout, library: Library, options: TrialOptions, *, prog: str
         raise TrialUsageError("name the skills to try, or pass --all for every skill the agent wrote")
     found = find_suites(layout.suites_dir)
     notes: list[str] = []
-    add_hint = (f"add one with `{prog} tasks add SKILL --prompt '...' [--check CMD]`, or mine Hermes' "
-                f"history with `{prog} tasks mine SKILL`")
+    where = options.library_args
+    add_hint = (f"add one with `{prog} tasks add SKILL{where} --prompt '...' [--check CMD]`, or mine Hermes' "
+                f"history with `{prog} tasks mine SKILL{where}`")
     if options.all_agent:
         usage_file = layout.skills_dir / ".usage.json"
         written = agent_written(read_usage(layout.skills_dir))
@@ -189,6 +216,69 @@ def select(layout: Layout, library: Library, options: TrialOptions, *, prog: str
     return Selection(tuple(names), tuple(suites), runs, tuple(notes))
 
 
+# -- the agent runner -------------------------------------------------------------------------
+
+
+def with_runner(layout: Layout, options: TrialOptions) -> TrialOptions:
+    """The options with their runner chosen: ``--agent`` when given, else for a Hermes
+    library the hermes runner (Hermes itself, with the home as its profile), else the
+    court's default (``builtin``)."""
+    agent = options.agent
+    if agent is None and layout.kind == HERMES:
+        agent = HERMES_RUNNER
+    profile = options.hermes_profile
+    if agent == HERMES_RUNNER and profile is None and layout.hermes_home is not None:
+        profile = layout.hermes_home
+    return dataclasses.replace(options, agent=agent, hermes_profile=profile)
+
+
+def check_image(options: TrialOptions) -> None:
+    """``--image`` names a Docker image: refused with ``--sandbox local``, which runs none.
+
+    Raises:
+        TrialUsageError: the two together, or an empty image name.
+    """
+    if options.image is None:
+        return
+    if not options.image.strip():
+        raise TrialUsageError("--image: empty; name a Docker image (`docker images` lists those here), "
+                              "or leave it out for the default (python:3.12-slim)")
+    if options.sandbox == "local":
+        raise TrialUsageError(f"--image {options.image} names the Docker image of the runs, but --sandbox local "
+                              "runs none (bubblewrap shows this machine's own system): drop --image, or pass "
+                              "--sandbox docker")
+
+
+def check_runner(layout: Layout, options: TrialOptions, *, chosen: bool) -> None:
+    """Before anything runs: say when the hermes runner cannot run on the sandbox the trial
+    gets (hermes-agent missing, not importable, unreadable to the jail's user ...), with the
+    fix.  ``chosen``: the user named the runner (else it is the Hermes library's default).
+    A sandbox that is not there is left to the session, which says so for every runner.
+
+    Raises:
+        RunnerUnavailable: the runner cannot run; the trial is not started in another agent.
+    """
+    if options.agent != HERMES_RUNNER:
+        return
+    from . import sandbox
+    from .agent.runner import get_runner
+
+    try:
+        backend = sandbox.resolve_backend(options.sandbox or "auto")
+    except (sandbox.SandboxUnavailable, ValueError):
+        return
+    reason = get_runner(HERMES_RUNNER).check(backend)
+    if not reason:
+        return
+    why = ("--agent hermes: Hermes" if chosen else
+           f"{layout.skills_dir} is a Hermes library, so it is tried in Hermes itself (the hermes runner), and Hermes")
+    other = ("" if chosen else
+             " Or pass --agent builtin to try it with the built-in agent instead: its verdicts are about that "
+             "agent, not your Hermes.")
+    raise RunnerUnavailable(f"{why} cannot run on the {backend} sandbox here, so nothing was tried: "
+                            f"{trial_flags(reason)}{other}")
+
+
 # -- the pytest session ----------------------------------------------------------------------
 
 
@@ -199,14 +289,20 @@ def _toml(value: Any) -> str:
 
 
 def config_text(layout: Layout, disabled: Sequence[str] = ()) -> str:
-    """The pytest configuration of the library's trials (``-c``)."""
-    keys = {
+    """The pytest configuration of the library's trials (``-c``).
+
+    A Hermes library's trials hide what its quarantine file hides from each run's model
+    (ini ``skill_court_quarantine_hides``), in both arms, as the plugin hides it from the
+    user's Hermes; the skill on trial is never hidden by it."""
+    keys: dict[str, Any] = {
         "skill_court_skills": str(layout.skills_dir),
         "skill_court_suite_dirs": [layout.suite_dir_name],
         "skill_court_store": str(layout.store),
     }
     if disabled:
         keys["skill_court_disabled"] = list(disabled)
+    if layout.kind == HERMES:
+        keys["skill_court_quarantine_hides"] = "true"
     lines = [
         "# Written by `skill-court trial` before each trial of this library: the pytest",
         "# configuration its `pytest --skill-court` session runs with.",
@@ -260,7 +356,7 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
         ("tasks", options.tasks), ("reps", options.reps), ("budget", options.budget),
         ("timeout", options.timeout), ("judge-model", options.judge_model),
         ("judge-tokens", options.judge_tokens),
-        ("hermes-profile", options.hermes_profile), ("items", options.items),
+        ("hermes-profile", options.hermes_profile), ("items", options.items), ("image", options.image),
     ]
     args += [f"--skill-court-{name}={value}" for name, value in one_to_one if value is not None]
     flags = [("allow-unpriced", options.allow_unpriced), ("apply", options.apply),
@@ -391,10 +487,11 @@ def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str, width: int | N
     quarantine = doc.get("quarantine") or {}
     for entry in quarantine.get("set") or []:
         lines += prose(f"quarantined {entry['skill']} for model {entry['model']} in {quarantine.get('file')}", width)
-        # ``hermes court`` finds the profile's file by itself; ``skill-court`` needs to be told
-        # (a Hermes library's file is not the one it defaults to).
-        qfile = None if prog == "hermes court" else quarantine.get("file")
-        lines += command_lines("undo: ", release_command(prog, entry["skill"], entry["model"], qfile), width, "  ")
+        # Always the file itself: ``skill-court`` defaults to the folder it is run from, and
+        # ``hermes court`` to the profile Hermes runs with, which need not be the trial's
+        # (``--hermes-home``, ``$SKILL_COURT_QUARANTINE``): the undo must work as printed.
+        lines += command_lines("undo: ", release_command(prog, entry["skill"], entry["model"],
+                                                         quarantine.get("file")), width, "  ")
     for entry in quarantine.get("lifted") or []:
         lines += prose(f"lifted the quarantine of {entry['skill']} for model {entry['model']}", width)
     if hurts and not apply:
@@ -404,7 +501,7 @@ def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str, width: int | N
         lines.append(f"early stop saved {doc['early_stop_skipped_runs']} runs")
     lines.append(f"spend ${float(doc.get('spend_usd') or 0):.4f}")
     for error in doc.get("errors") or []:
-        lines += prose(f"skill court: {error}", width)
+        lines += prose(f"skill court: {trial_flags(str(error))}", width)
     return lines
 
 
@@ -464,6 +561,7 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
         TrialUsageError: the trial cannot start as asked (a usage error).
     """
     err = err or sys.stderr
+    check_image(options)
     select(layout, library, options, prog=prog)  # an unknown skill or one without tasks: say so first
     models, base_url = _models(layout, options)
     for label in models:
@@ -473,6 +571,9 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
             raise TrialUsageError(f"--model {label}: {exc}".replace("--skill-court-base-url", "--base-url")
                                   .replace("pytest --skill-court", prog + " trial")) from None
     options = dataclasses.replace(options, models=models)
+    chosen = options.agent is not None
+    options = with_runner(layout, options)
+    check_runner(layout, options, chosen=chosen)
     selection = select(layout, library, options, prog=prog)
     for note in selection.notes:
         _tell(err, prog, note)
@@ -503,7 +604,8 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
 
         main = pytest.main
     _tell(err, prog, f"{', '.join(selection.skills)} on {', '.join(models)}: {selection.runs} runs "
-          f"({workers(options, selection.runs)} at a time); pytest's output: {log}")
+          f"({workers(options, selection.runs)} at a time, agent {options.agent or 'builtin'}); "
+          f"pytest's output: {log}")
     if layout.kind == HERMES and held_elsewhere(layout.data_dir / TRIAL_LOCK):
         _tell(err, prog, "another trial of this profile is running; waiting for it")
     try:

@@ -58,8 +58,11 @@ class Court:
             assert done.returncode == 0, done.stderr
 
     def trial(self, *args: str) -> subprocess.CompletedProcess[str]:
+        # --agent builtin: these tests are about the command (a Hermes library's default runner,
+        # Hermes itself, is tried in tests/e2e/test_trial_in_hermes.py)
         return self.command("trial", *args, "--model", "custom/test-model", "--base-url", self.server.base_url,
-                            "--sandbox", "local", "--allow-unpriced", "--timeout", "60", "--parallel", "1")
+                            "--sandbox", "local", "--allow-unpriced", "--timeout", "60", "--parallel", "1",
+                            "--agent", "builtin")
 
 
 @pytest.fixture
@@ -213,7 +216,8 @@ def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> N
     court.add_tasks()
     (court.home / "config.yaml").write_text(
         f"model:\n  default: profile-model\n  provider: custom\n  base_url: {server.base_url}\n")
-    done = court.command("trial", SKILL, "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--json")
+    done = court.command("trial", SKILL, "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--json",
+                         "--agent", "builtin")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["models"] == ["custom/profile-model"]
     assert {r.model for r in server.chat_requests()} == {"profile-model"}
@@ -222,7 +226,8 @@ def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> N
 def test_a_model_that_never_answers_exits_4(court: Court) -> None:
     court.add_tasks(n=1)
     done = court.command("trial", SKILL, "--model", "custom/m", "--base-url", "http://127.0.0.1:9/v1",
-                         "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--timeout", "30")
+                         "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--timeout", "30",
+                         "--agent", "builtin")
     assert done.returncode == 4, done.stderr  # the result cannot be trusted
     assert "the model never answered" in done.stderr and "check --model, --base-url and the API key" in done.stderr
     assert "INCONCLUSIVE" in done.stdout
@@ -233,9 +238,9 @@ def test_a_parallel_trial_gives_the_same_verdict(court: Court, server: LLMServer
     server.set_handler(hurting_model())
     court.add_tasks()
     done = court.command("trial", SKILL, "--model", "custom/test-model", "--base-url", server.base_url,
-                         "--sandbox", "local", "--allow-unpriced", "--parallel", "2", "--json")
+                         "--sandbox", "local", "--allow-unpriced", "--parallel", "2", "--json", "--agent", "builtin")
     assert done.returncode == 1, done.stderr
-    assert "(2 at a time)" in done.stderr
+    assert "(2 at a time, agent builtin)" in done.stderr
     (verdict,) = json.loads(done.stdout)["verdicts"]
     assert verdict["verdict"]["kind"] == "HURTS" and verdict["fresh_runs"] == 6
 
