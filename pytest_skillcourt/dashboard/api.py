@@ -3,8 +3,11 @@
 
 Hermes imports the plugin's ``plugin_api.py`` (laid by ``skill-court hermes
 install``), which takes ``router`` from here.  The dashboard's own middleware
-asks for its session token on every ``/api/`` path, so only its page reaches
-these routes.
+asks for its session token on every ``/api/`` path; but ``GET /`` hands that token
+to any local user, so every route that changes something also needs the profile
+owner's secret (:mod:`.secret`: the ``X-Skill-Court-Secret`` header, the line in
+the 0600 file ``plugin-data/skill-court/dashboard.secret``), refused with 403 and
+how to get it when missing or wrong.  Reads need the session token only.
 
 Routes (every parameter validated: unknown fields, empty or over-long names,
 control characters and non-positive ids are refused with 422 before anything
@@ -13,13 +16,15 @@ is read):
 - ``GET state``: everything the tab shows (:func:`court.court_state`); reads only.
 - ``GET report?trial=ID``: the trial's report page (the ``--skill-court-html``
   page, from the store) as ``{"html": ...}``; reads only.
+- ``POST unlock``: whether the secret sent is right (the tab checks a pasted one); changes nothing.
 - ``POST quarantine {"skill", "model"}``: ``skill-court quarantine``.
 - ``POST release {"skill", "model"}``: ``skill-court release --model``.
 - ``POST appeals/{id}/apply {"file"}``: ``skill-court appeal apply --appeal ID``,
   only for the newest appeal of its skill and model and only over the file the
   dialog named.
 
-A refusal answers ``{"detail": reason}`` with 400 (a bad value), 404 (nothing
+A refusal answers ``{"detail": reason}`` with 400 (a bad value), 403 (no or a wrong
+secret, or a secret file that cannot be trusted), 404 (nothing
 matched) or 409 (the state forbids it: an unreadable quarantine file, a
 superseded appeal, a changed SKILL.md).
 """
@@ -30,14 +35,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..hermes import quarantine_file
 from ..layout import default_hermes_home, hermes_layout
 from ..store import Store, StoreError
-from . import court
+from . import court, secret
 
 #: What a skill or model name may be: 1 to 200 characters, no control characters.
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
@@ -85,6 +90,26 @@ def paths() -> court.Paths:
                        quarantine=quarantine_file(), hermes_home=home)
 
 
+def require_secret(request: Request) -> None:
+    """Refuse (403, saying how to get it) a change whose request does not carry the
+    profile owner's secret; the first change asked makes the secret file."""
+    home = hermes_home()
+    where = secret.secret_path(home)
+    try:
+        value, _ = secret.ensure(where, secret.owner_of(home))
+    except secret.SecretError as exc:
+        raise HTTPException(status_code=403, detail=f"refused: {exc}. Nothing was changed") from None
+    sent = request.headers.get(secret.HEADER, "")
+    if not sent:
+        raise HTTPException(status_code=403, detail=(
+            "refused: a change from the Skill Court tab needs the profile owner's dashboard secret (Hermes' "
+            f"session token alone is given to any local user). {secret.how_to_get(where)}. Nothing was changed"))
+    if not secret.matches(sent, value):
+        raise HTTPException(status_code=403, detail=(
+            f"refused: the dashboard secret sent is not the one in {where} (deleting that file makes a new "
+            f"one). {secret.how_to_get(where)}. Nothing was changed"))
+
+
 def _refused(exc: court.Refused) -> HTTPException:
     return HTTPException(status_code=exc.status, detail=str(exc))
 
@@ -98,8 +123,10 @@ def _blank(*values: str) -> None:
 
 @router.get("/state")
 def get_state() -> dict[str, Any]:
-    """Everything the tab shows."""
-    return court.court_state(paths())
+    """Everything the tab shows (and where the secret for changes is)."""
+    state = court.court_state(paths())
+    state["secret_file"] = str(secret.secret_path(hermes_home()))
+    return state
 
 
 @router.get("/report")
@@ -124,7 +151,13 @@ def get_report(trial: str = Query(pattern=TRIAL_PATTERN)) -> dict[str, Any]:
     return {"trial": trial, "html": render_html(data)}
 
 
-@router.post("/quarantine")
+@router.post("/unlock", dependencies=[Depends(require_secret)])
+def post_unlock() -> dict[str, Any]:
+    """The secret sent is right (else :func:`require_secret` refused); changes nothing."""
+    return {"unlocked": True, "secret_file": str(secret.secret_path(hermes_home()))}
+
+
+@router.post("/quarantine", dependencies=[Depends(require_secret)])
 def post_quarantine(body: Target) -> dict[str, Any]:
     """Quarantine a skill for a model by hand."""
     _blank(body.skill, body.model)
@@ -134,7 +167,7 @@ def post_quarantine(body: Target) -> dict[str, Any]:
         raise _refused(exc) from None
 
 
-@router.post("/release")
+@router.post("/release", dependencies=[Depends(require_secret)])
 def post_release(body: Target) -> dict[str, Any]:
     """Release a skill's entry for a model."""
     _blank(body.skill, body.model)
@@ -144,7 +177,7 @@ def post_release(body: Target) -> dict[str, Any]:
         raise _refused(exc) from None
 
 
-@router.post("/appeals/{appeal_id}/apply")
+@router.post("/appeals/{appeal_id}/apply", dependencies=[Depends(require_secret)])
 def post_apply(body: ApplyBody, appeal_id: int = PathParam(ge=1, le=2**62)) -> dict[str, Any]:
     """Apply the granted appeal ``appeal_id`` over the file its dialog named."""
     try:

@@ -13,6 +13,9 @@ are left alone, and the result says what changed.  The plugin's ``api`` file
 is a two-line shim importing :mod:`pytest_skillcourt.dashboard.api`, so the
 routes are always the installed package's; the JS and CSS are copies (run
 the command again after an upgrade).
+
+It also makes the profile owner's dashboard secret (:mod:`.secret`, mode 0600)
+when there is none, which the tab's changes need; an existing one is kept.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import yaml
 
 from .. import safe_yaml
 from ..atomic import write_atomic
+from . import secret
 
 #: The plugin's name: the Hermes plugin's entry point name, the tab's manifest name.
 PLUGIN_NAME = "skill-court"
@@ -51,6 +55,8 @@ class InstallResult:
     written: list[str] = field(default_factory=list)
     enabled_now: bool = False
     hidden: bool = False  # the user hid the tab (dashboard.hidden_plugins): left as it is
+    secret: Path | None = None  # the owner-only secret the tab's changes need
+    secret_made: bool = False  # made now (else it was there)
 
 
 def plugin_files() -> dict[str, bytes]:
@@ -123,7 +129,8 @@ def install(hermes_home: Path) -> InstallResult:
 
     Raises:
         InstallError: the home is not a folder, the plugin path is taken by a
-            file or a link, or ``config.yaml`` cannot be read.
+            file or a link, ``config.yaml`` cannot be read, or the dashboard
+            secret file cannot be trusted (a link, another owner, a loose mode).
     """
     home = Path(hermes_home).expanduser()
     if home.exists() and not home.is_dir():
@@ -147,4 +154,9 @@ def install(hermes_home: Path) -> InstallResult:
         write_atomic(path, data)
         result.written.append(rel)
     result.enabled_now, result.hidden = enable(config)
+    result.secret = secret.secret_path(home)
+    try:
+        _, result.secret_made = secret.ensure(result.secret, secret.owner_of(home))
+    except secret.SecretError as exc:
+        raise InstallError(f"the tab is laid and enabled, but its dashboard secret is not usable: {exc}") from None
     return result

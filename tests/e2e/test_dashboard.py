@@ -5,11 +5,18 @@ A test profile (``HERMES_HOME`` in tmp) gets the plugin from the real
 NEUTRAL, INCONCLUSIVE and a granted appeal (``tests/support/dashboard_profile.py``).
 The browser clicks the page's buttons with real input events; the assertions read
 the profile's files.  Screenshots at 1400 and 420 px go to ``tests/artifacts/``.
+
+Changes need the profile owner's dashboard secret (the 0600 file
+``plugin-data/skill-court/dashboard.secret`` that install made): the tests read it as
+the owner's ``cat`` would and type it into the tab's "Unlock changes" field, and a
+caller holding only Hermes' session token (which ``GET /`` hands anyone) is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -69,6 +76,18 @@ def open_tab(b: Browser, url: str) -> None:
     b.wait("document.querySelectorAll('.sc-card').length >= 5", what="the verdict cards", timeout=60)
 
 
+def secret_of(profile: Profile) -> str:
+    """What ``cat $HERMES_HOME/plugin-data/skill-court/dashboard.secret`` prints to the profile's owner."""
+    return (profile.data / "dashboard.secret").read_text(encoding="ascii").strip()
+
+
+def unlock(b: Browser, value: str) -> None:
+    """Paste ``value`` into the tab's "Unlock changes" field and press Unlock."""
+    b.wait("document.getElementById('sc-secret')", what="the Unlock changes field")
+    b.type("#sc-secret", value)
+    b.click('#sc-unlock [data-action="unlock"]')
+
+
 def card(skill: str, model: str) -> str:
     return f'.sc-card[data-skill="{skill}"][data-model="{model}"]'
 
@@ -115,6 +134,8 @@ def test_the_tab_lists_verdicts_harmful_first_with_their_evidence(served: tuple[
     time.sleep(0.3)
     width, inner = browser.overflow()
     assert width <= inner, f"the tab is {width} px wide at {inner} px"
+    assert browser.js("document.getElementById('sc-secret').getBoundingClientRect().right <= "
+                      "document.getElementById('sc-unlock').getBoundingClientRect().right"), "the field overflows"
     height = browser.js("document.querySelector('.sc-page').scrollHeight")
     browser.resize(420, min(int(height) + 150, 9000))
     browser.screenshot("dashboard-420.png")
@@ -135,11 +156,63 @@ def test_the_routes_need_the_dashboards_session_token(served: tuple[Profile, str
     assert profile.quarantine.read_bytes() == before
 
 
+def test_the_session_token_any_local_user_can_get_is_not_enough_to_change_anything(
+        served: tuple[Profile, str]) -> None:
+    """Another local user fetches ``GET /`` for Hermes' session token, as issue 32 did as
+    ``nobody``: reading works, every change is refused with how to get the secret."""
+    profile, url = served
+    path = profile.data / "dashboard.secret"
+    info = path.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == profile.home.stat().st_uid  # install made it
+    with urllib.request.urlopen(url + "/", timeout=30) as resp:
+        token = re.search(r'__HERMES_SESSION_TOKEN__="([^"]+)"', resp.read().decode()).group(1)  # type: ignore[union-attr]
+
+    def call(method: str, route: str, body: object = None, extra: dict[str, str] | None = None) -> tuple[int, dict]:
+        request = urllib.request.Request(f"{url}/api/plugins/skill-court/{route}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json", "X-Hermes-Session-Token": token,
+                                                  **(extra or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as err:
+            return err.code, json.load(err)
+
+    status, state = call("GET", "state")
+    assert status == 200 and state["skills"] and state["secret_file"] == str(path)  # reads as before
+    before = (profile.quarantine.read_bytes(), profile.skill_md(HURTS_SKILL).read_bytes())
+    for route, body in (("quarantine", {"skill": "csv-helper", "model": MODEL}),
+                        ("release", {"skill": HURTS_SKILL, "model": MODEL}),
+                        ("appeals/1/apply", {"file": str(profile.skill_md(HURTS_SKILL))})):
+        for extra in (None, {"X-Skill-Court-Secret": "guessed-" + "x" * 40}):
+            status, answer = call("POST", route, body, extra)
+            assert status == 403, (route, extra, answer)
+            assert f"cat {path}" in answer["detail"] and "Nothing was changed" in answer["detail"]
+    assert (profile.quarantine.read_bytes(), profile.skill_md(HURTS_SKILL).read_bytes()) == before
+
+
 def test_release_then_quarantine_change_the_profiles_quarantine_file(served: tuple[Profile, str],
                                                                    browser: Browser) -> None:
     profile, url = served
     assert [(e.skill, e.model, e.set_by) for e in read_entries(profile.quarantine)] == [(HURTS_SKILL, MODEL, "trial")]
+    before = profile.quarantine.read_bytes()
     open_tab(browser, url)
+    # locked: the click is refused by the server, and the page says where the secret is
+    browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="release"]')
+    refused = wait_message(browser, "dashboard secret")
+    assert f"cat {profile.data / 'dashboard.secret'}" in refused and "Unlock changes" in refused
+    assert profile.quarantine.read_bytes() == before
+    assert f"cat {profile.data / 'dashboard.secret'}" in browser.js("document.getElementById('sc-unlock').innerText")
+    unlock(browser, "not-the-secret-" + "y" * 30)
+    wait_message(browser, "is not the one in")
+    assert browser.js("document.querySelector('.sc-unlocked')") is None
+    browser.goto(url + "/skill-court")  # a fresh page: the field is empty again
+    browser.wait("document.getElementById('sc-secret')", what="the Unlock changes field")
+    unlock(browser, secret_of(profile))
+    wait_message(browser, "Changes unlocked in this browser")
+    browser.goto(url + "/skill-court")  # the browser keeps it for this profile
+    browser.wait("document.querySelector('.sc-unlocked')", what="the unlocked mark after a reload")
+    browser.wait(f"document.querySelector('{card(HURTS_SKILL, MODEL)} [data-action=release]')", what="the cards")
     browser.click(f'{card(HURTS_SKILL, MODEL)} [data-action="release"]')
     wait_message(browser, "Released house-format for gpt-4.1-mini")
     assert read_entries(profile.quarantine) == []
@@ -159,6 +232,8 @@ def test_apply_fix_asks_names_the_file_and_refuses_a_superseded_appeal(served: t
     skill_md = profile.skill_md(HURTS_SKILL)
     before = skill_md.read_bytes()
     open_tab(browser, url)
+    unlock(browser, secret_of(profile))
+    wait_message(browser, "Changes unlocked in this browser")
     shown = browser.js(f"document.querySelector('{card(HURTS_SKILL, MODEL)} .sc-appeal').dataset.appeal")
     # a newer appeal arrives while the page still shows the first one
     store = Store(profile.store)

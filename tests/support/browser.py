@@ -5,7 +5,8 @@ Debian's ``chromium`` started ``--headless --no-sandbox --disable-gpu
 --remote-debugging-port=0`` with a private profile; the port comes from the
 ``DevToolsActivePort`` file it writes; one page target is driven over its
 websocket (``websockets.sync``).  Clicks are real input events
-(``Input.dispatchMouseEvent`` at the element's centre), screenshots are
+(``Input.dispatchMouseEvent`` at the element's centre), typing is
+``Input.insertText`` into the clicked field, screenshots are
 ``Page.captureScreenshot`` of the whole page at the emulated width.
 
 Artifacts go to ``$SKILL_COURT_ARTIFACTS``, else ``tests/artifacts/`` (git-ignored),
@@ -154,6 +155,16 @@ class Browser:
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
                                                    "clickCount": 0 if kind == "mouseMoved" else 1})
+
+    def type(self, selector: str, text: str) -> None:
+        """Click the first element matching ``selector`` (a real click gives it the focus) and
+        type ``text`` into it as the keyboard would (``Input.insertText``: one input event,
+        as a paste makes)."""
+        self.click(selector)
+        focused = self.js(f"document.activeElement === document.querySelector({json.dumps(selector)})")
+        if not focused:
+            raise BrowserError(f"clicking {selector!r} did not give it the focus")
+        self.send("Input.insertText", {"text": text})
 
     def overflow(self) -> tuple[int, int]:
         """(document.scrollingElement.scrollWidth, innerWidth): no horizontal overflow when the first is not larger."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.dashboard import court, install
+from pytest_skillcourt.dashboard import court, install, secret
 from pytest_skillcourt.dashboard.api import router
 from pytest_skillcourt.quarantine import read_entries
 from pytest_skillcourt.store import Store
@@ -49,6 +50,7 @@ def client(profile: Profile) -> Iterator[TestClient]:
     app = fastapi.FastAPI()
     app.include_router(router, prefix=API)
     with TestClient(app) as c:
+        c.headers[secret.HEADER] = secret.ensure(secret.secret_path(profile.home), os.geteuid())[0]  # the owner's
         yield c
 
 

@@ -2,6 +2,10 @@
 // it renders with the host's React through window.__HERMES_PLUGIN_SDK__ and calls the
 // plugin's routes at /api/plugins/skill-court/ with the SDK's fetchJSON (which carries the
 // dashboard's session token). Every text from the store is rendered as a React text node.
+// Changes (quarantine, release, apply fix) also carry the profile owner's dashboard secret
+// (X-Skill-Court-Secret): Hermes hands its session token to any local user, so the routes
+// refuse a change without the secret. The user pastes it once ("Unlock changes"); it is
+// checked (POST unlock) and kept in this browser's localStorage under the profile's home.
 (function () {
   "use strict";
   var SDK = window.__HERMES_PLUGIN_SDK__;
@@ -12,6 +16,8 @@
   var useEffect = SDK.hooks.useEffect;
   var useCallback = SDK.hooks.useCallback;
   var API = "/api/plugins/skill-court";
+  var SECRET_HEADER = "X-Skill-Court-Secret";
+  var SECRET_KEY = "skill-court.dashboard-secret:";
   var KINDS = ["HURTS", "INCONCLUSIVE", "NEUTRAL", "HELPS"];
   var SYMBOL = { HELPS: "\u25B2", HURTS: "\u25BC", NEUTRAL: "\u25CF", INCONCLUSIVE: "?" };
 
@@ -29,8 +35,41 @@
     }
     return text;
   }
-  function post(path, body) {
-    return SDK.fetchJSON(API + path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  function post(path, body, secret) {
+    var headers = { "Content-Type": "application/json" };
+    if (secret) headers[SECRET_HEADER] = secret;
+    return SDK.fetchJSON(API + path, { method: "POST", headers: headers, body: JSON.stringify(body || {}) });
+  }
+  // The secret is kept per profile (its home), so one profile's secret is never sent to another's dashboard.
+  function storedSecret(home) {
+    try { return window.localStorage.getItem(SECRET_KEY + home) || ""; } catch (e) { return ""; }
+  }
+  function storeSecret(home, value) {
+    try {
+      if (value) window.localStorage.setItem(SECRET_KEY + home, value);
+      else window.localStorage.removeItem(SECRET_KEY + home);
+    } catch (e) { /* storage off: the secret lives until the page is closed */ }
+  }
+  function refusedForSecret(err) { return /^403: /.test(String((err && err.message) || err)); }
+
+  function Unlock(props) {
+    var v = useState(""), value = v[0], setValue = v[1];
+    if (props.secret) {
+      return h("div", { className: "sc-unlock sc-unlocked", id: "sc-unlock" },
+        h("span", null, "Changes unlocked in this browser"),
+        h("button", { type: "button", className: "sc-btn", "data-action": "lock", onClick: props.lock }, "Lock"));
+    }
+    function submit(ev) { ev.preventDefault(); if (value.trim()) props.unlock(value.trim()); }
+    return h("form", { className: "sc-unlock", id: "sc-unlock", onSubmit: submit },
+      h("p", null, h("b", null, "Changes are locked. "),
+        "Quarantine, release and apply fix need the profile owner\u2019s dashboard secret: run ",
+        h("code", null, "cat " + props.file), " as that user and paste the line here (this browser keeps it)."),
+      h("div", { className: "sc-row" },
+        h("label", null, "Unlock changes ",
+          h("input", { type: "password", id: "sc-secret", autoComplete: "off", spellCheck: false, value: value,
+                       onChange: function (ev) { setValue(ev.target.value); } })),
+        h("button", { type: "submit", className: "sc-btn sc-btn-primary", "data-action": "unlock",
+                      disabled: props.busy || !value.trim() }, "Unlock")));
   }
 
   function Badge(props) {
@@ -133,6 +172,9 @@
     var r = useState(null), report = r[0], setReport = r[1];
     var f = useState("all"), kindFilter = f[0], setKindFilter = f[1];
     var t = useState(""), text = t[0], setText = t[1];
+    var k = useState(""), secret = k[0], setSecret = k[1];
+    var home = data ? String(data.hermes_home || data.store) : null;
+    useEffect(function () { if (home !== null) setSecret(storedSecret(home)); }, [home]);
 
     var load = useCallback(function () {
       return SDK.fetchJSON(API + "/state").then(function (got) { setData(got); setLoadError(null); })
@@ -143,11 +185,23 @@
     function done(promise, ok) {
       setBusy(true);
       return promise.then(function (res) { setMessage({ ok: true, text: ok(res) }); })
-        .catch(function (err) { setMessage({ ok: false, text: errorText(err) }); })
+        .catch(function (err) {
+          if (refusedForSecret(err)) { storeSecret(home, ""); setSecret(""); }  // wrong or replaced: ask again
+          setMessage({ ok: false, text: errorText(err) });
+        })
         .then(function () { setBusy(false); return load(); });
     }
+    function unlock(value) {
+      setBusy(true);
+      return post("/unlock", {}, value).then(function () {
+        storeSecret(home, value); setSecret(value);
+        setMessage({ ok: true, text: "Changes unlocked in this browser" });
+      }).catch(function (err) { setMessage({ ok: false, text: errorText(err) }); })
+        .then(function () { setBusy(false); });
+    }
+    function lock() { storeSecret(home, ""); setSecret(""); setMessage({ ok: true, text: "Changes locked in this browser" }); }
     function act(what, target) {
-      return done(post("/" + what, target), function (res) {
+      return done(post("/" + what, target, secret), function (res) {
         return what === "release" ? "Released " + target.skill + " for " + target.model + " in " + res.file
           : "Quarantined " + target.skill + " for " + target.model + " (set by hand) in " + res.file;
       });
@@ -155,7 +209,7 @@
     function confirmApply() {
       var a = asking;
       setAsking(null);
-      return done(post("/appeals/" + a.id + "/apply", { file: a.file }), function (res) {
+      return done(post("/appeals/" + a.id + "/apply", { file: a.file }, secret), function (res) {
         return "Applied appeal " + res.applied + ": " + res.file + " now holds the draft" +
           (res.lifted.length ? "; lifted the quarantine for " + res.lifted.map(function (x) { return x.model; }).join(", ") : "");
       });
@@ -191,6 +245,7 @@
           "Automatic trials today (" + sp.date + "): " + sp.auto_trials + " \u00B7 spend $" + Number(sp.spend_usd).toFixed(4) +
           " \u00B7 judge tokens " + sp.judge_tokens, h("span", { className: "sc-muted" }, " (" + sp.source + ")")),
         h("p", { className: "sc-muted sc-paths" }, "store ", h("code", null, data.store), " \u00B7 quarantine file ", h("code", null, data.quarantine_file))),
+      h(Unlock, { secret: secret, file: data.secret_file, busy: busy, unlock: unlock, lock: lock }),
       message ? h("div", { className: "sc-message " + (message.ok ? "sc-ok" : "sc-error"), role: message.ok ? "status" : "alert", id: "sc-message" }, message.text) : null,
       data.problems.length ? h("ul", { className: "sc-problems" }, data.problems.map(function (p, i) { return h("li", { key: i }, p); })) : null,
       h("div", { className: "sc-filters" },
