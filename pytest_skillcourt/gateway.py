@@ -45,8 +45,10 @@ it the provider reports no usage and the run's tokens could not be counted.
 Refusals are errors in the API's own shape (OpenAI ``{"error": {...}}``,
 Anthropic ``{"type": "error", "error": {...}}``), so the agent sees a provider
 error: 401 for a missing, unknown, revoked or other run's token; 400 for the
-model-call limit, the budget, and a body that is not a JSON object; 413 for a
-body over the cap; 502/504 when the provider cannot be reached or stalls.
+model-call limit, the budget, the uncounted-call limit, and a body that is not
+a JSON object; 413 for a body over the cap; 503 when the gateway has no room
+for the body or the connection; 502/504 when the provider cannot be reached or
+stalls.
 A limit is a 400, not a 429, because the SDKs retry 429 with backoff; on the
 400 Codex 0.171.0 ends its turn at once and Claude Code 2.1.332 re-sends the
 request a few times within two seconds, then ends with "API Error: 400 ..."
@@ -54,8 +56,16 @@ request a few times within two seconds, then ends with "API Error: 400 ..."
 
 Hostile input.  Request bodies are capped at 16 MiB and responses at 64 MiB
 while they are read (Content-Length is checked first, chunked bodies as they
-come); reading a request and each upstream read have time-outs, and a call
-has an overall deadline; a listener takes a bounded number of connections.
+come); bodies being read share a 48 MiB budget; a model call whose JSON would
+take over 160 MB to parse is refused 413 unparsed.  Uncounted calls and
+refused calls keep no body in the record, a run may make 100 uncounted calls,
+and a run's record holds at most 128 MB (estimated) of bodies: past that,
+markers and counts (:attr:`RunRecording.truncated`).  A connection has 5 s
+for its request line and headers however slowly it sends them; reading a
+body and each upstream read have time-outs, and a call has an overall
+deadline.  Connections without a valid token are capped apart (64 per
+listener, the oldest closed first) from authenticated ones (256), so idle
+tokenless connections cannot lock a run's agent out.
 Malformed JSON, a non-object body, or usage fields of the wrong type never
 raise: a usage count that is not a non-negative integer counts as 0 with a
 note on the exchange.  Internal failures answer 500 and land in
@@ -81,6 +91,7 @@ equivalent; it needs firewall rules to be as tight.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -111,7 +122,13 @@ __all__ = [
     "MESSAGES",
     "RESPONSES",
     "DEFAULT_MAX_CALLS",
+    "DEFAULT_MAX_AUX_CALLS",
+    "HEADER_TIMEOUT",
+    "MAX_BODY_BYTES_IN_FLIGHT",
+    "MAX_KEPT_BYTES",
+    "MAX_PARSED_BYTES",
     "MAX_REQUEST_BYTES",
+    "MAX_UNAUTHENTICATED",
     "MAX_RESPONSE_BYTES",
     "FORWARDER_PORT",
     "FORWARDER_SOURCE",
@@ -135,6 +152,23 @@ CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"
 DEFAULT_MAX_CALLS = 60
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: Uncounted calls (model listing, token counting) a run may make.
+DEFAULT_MAX_AUX_CALLS = 100
+#: What a run's record may hold, in estimated bytes of parsed JSON (:func:`_kept_size`); past it
+#: request and response bodies are replaced by a marker and refusals are only counted.
+MAX_KEPT_BYTES = 128 * 1024 * 1024
+#: Request bodies all connections together may hold in memory at once.
+MAX_BODY_BYTES_IN_FLIGHT = 48 * 1024 * 1024
+#: Seconds a connection has to send a request line and headers, however slowly the bytes come.
+HEADER_TIMEOUT = 5.0
+#: Connections that have not (yet) shown a valid token, per listener; past it the oldest is closed.
+MAX_UNAUTHENTICATED = 64
+#: A model call's body whose parsed JSON would take more than this (estimated) is refused 413.
+MAX_PARSED_BYTES = 160 * 1024 * 1024
+#: Bodies above this size are parsed one at a time (hostile JSON takes ~20 times its size to parse).
+_BIG_PARSE = 1024 * 1024
+#: What one recorded exchange costs its run's record without bodies (estimated).
+_RECORD_BYTES = 1024
 #: The status of a refusal by limit or budget: SDKs do not retry it (they retry 429 and 5xx).
 REFUSAL_STATUS = 400
 
@@ -165,11 +199,12 @@ _DROP_RESPONSE = frozenset({
 })
 
 _ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                     502: "api_error", 504: "api_error", 500: "api_error"}
+                     404: "not_found_error", 408: "invalid_request_error", 413: "request_too_large",
+                     429: "rate_limit_error", 502: "api_error", 503: "api_error", 504: "api_error",
+                     500: "api_error"}
 _OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-                  413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error",
-                  502: "server_error", 504: "server_error"}
+                  408: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error",
+                  500: "server_error", 502: "server_error", 503: "server_error", 504: "server_error"}
 
 
 # -- configuration --------------------------------------------------------------
@@ -205,6 +240,10 @@ class RunLimits:
     """
 
     max_calls: int = DEFAULT_MAX_CALLS
+    #: uncounted calls (``/v1/models``, ``/v1/messages/count_tokens``) the run may make
+    max_aux_calls: int = DEFAULT_MAX_AUX_CALLS
+    #: estimated bytes of bodies the run's record may keep (see :data:`MAX_KEPT_BYTES`)
+    max_kept_bytes: int = MAX_KEPT_BYTES
     budget_usd: float | None = None
     spent_usd: Callable[[], float] | None = None
     #: send the run's model name instead of the one the agent wrote
@@ -299,6 +338,15 @@ class RunRecording:
     limit_hit: str | None = None
     error: str | None = None
     closed: bool = False
+    #: bodies replaced by a marker, and refusals or uncounted calls only counted, once the
+    #: record reached :attr:`RunLimits.max_kept_bytes` (0 and 0: everything is kept)
+    bodies_dropped: int = 0
+    calls_dropped: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """True when the record hit its size cap and holds markers instead of some bodies."""
+        return bool(self.bodies_dropped or self.calls_dropped)
 
     @property
     def completed(self) -> bool:
@@ -381,6 +429,10 @@ class _Run:
     lock: threading.Condition = field(default_factory=threading.Condition)
     records: list[CallRecord] = field(default_factory=list)
     api_calls: int = 0
+    aux_calls: int = 0
+    kept: int = 0  # estimated bytes the record holds
+    bodies_dropped: int = 0
+    calls_dropped: int = 0
     inflight: int = 0
     limit_hit: str | None = None
     error: str | None = None
@@ -392,6 +444,26 @@ class _Run:
         """Record an exchange (call with ``lock`` held)."""
         exchange.index = len(self.records)
         self.records.append(exchange)
+        self.kept += _RECORD_BYTES
+
+    def keep(self, exchange: CallRecord) -> None:
+        """Record an exchange that is not a model call, unless the record is full
+        (then it is only counted); call with ``lock`` held."""
+        if exchange.index >= 0:
+            return
+        if self.kept + _RECORD_BYTES > self.limits.max_kept_bytes:
+            self.calls_dropped += 1
+            return
+        self.append(exchange)
+
+    def room(self, size: int) -> bool:
+        """Take ``size`` estimated bytes of the record for a body; False (counted) when they do not fit."""
+        with self.lock:
+            if self.kept + size <= self.limits.max_kept_bytes:
+                self.kept += size
+                return True
+            self.bodies_dropped += 1
+            return False
 
     def cost(self) -> float:
         return sum(ex.cost_usd or 0.0 for ex in self.records if ex.model_call)
@@ -407,6 +479,7 @@ class _Run:
                 output_tokens=sum(ex.output_tokens for ex in calls),
                 cost_usd=sum(known) if known or not costs else None, priced=len(known) == len(costs),
                 limit_hit=self.limit_hit, error=self.error, closed=self.closed,
+                bodies_dropped=self.bodies_dropped, calls_dropped=self.calls_dropped,
             )
 
 
@@ -424,6 +497,19 @@ class Gateway:
     cost, else not priced).  ``agent_base_url``: the root URL given to agents
     of runs without their own socket (default: the first TCP listener's).
     ``transport`` replaces the upstream HTTP transport (tests).
+
+    Memory and connections (an agent may be hostile): a request body over
+    ``max_request_bytes`` is refused 413 unread; bodies being read hold at
+    most ``max_body_bytes_in_flight`` together (a request that cannot get room
+    within ``client_timeout`` is answered 503); a model call whose parsed JSON
+    would take over ``max_parsed_bytes`` is refused 413 unparsed, and the big
+    ones are parsed one at a time.  Uncounted calls and refused calls keep no
+    body in the record.  A connection has ``header_timeout`` seconds for its
+    request line and headers (a keep-alive connection: from the first byte of
+    its next request); connections that have shown no valid token count apart
+    (``max_unauthenticated`` per listener, past which the oldest is closed)
+    from those that have (``max_connections``, past which the request is
+    answered 503), so idle tokenless connections cannot lock a run out.
     """
 
     def __init__(
@@ -439,8 +525,17 @@ class Gateway:
         max_request_bytes: int = MAX_REQUEST_BYTES,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_connections: int = 256,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        header_timeout: float = HEADER_TIMEOUT,
+        max_body_bytes_in_flight: int = MAX_BODY_BYTES_IN_FLIGHT,
+        max_parsed_bytes: int = MAX_PARSED_BYTES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        if max_body_bytes_in_flight < max_request_bytes:
+            raise ValueError(f"Gateway(max_body_bytes_in_flight={max_body_bytes_in_flight}): must be at least "
+                             f"max_request_bytes ({max_request_bytes}), or no body that size could be read")
+        if max_unauthenticated < 1 or max_connections < 1:
+            raise ValueError("Gateway(max_connections, max_unauthenticated): each must be at least 1")
         self.listen = tuple(listen)
         self.price = price
         self.connect_timeout = connect_timeout
@@ -450,6 +545,11 @@ class Gateway:
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
         self.max_connections = max_connections
+        self.max_unauthenticated = max_unauthenticated
+        self.header_timeout = header_timeout
+        self.max_parsed_bytes = max_parsed_bytes
+        self._bodies = _ByteBudget(max_body_bytes_in_flight)
+        self._parse_lock = threading.Lock()
         self._agent_base_url = agent_base_url
         self._transport = transport
         self._lock = threading.Lock()
@@ -658,7 +758,7 @@ class Gateway:
     # -- one model call -------------------------------------------------------------
 
     def _admit(self, run: _Run, exchange: CallRecord) -> None:
-        """Count the call against the run's limits, or raise :class:`_Refused` (recorded either way)."""
+        """Count the call against the run's limits (recorded), or raise :class:`_Refused`."""
         limits = run.limits
         spent = 0.0
         if limits.budget_usd is not None and limits.spent_usd is not None:
@@ -668,7 +768,6 @@ class Gateway:
                 exchange.notes.append(f"spent_usd() raised {type(err).__name__}: {err}")
                 spent = math.inf
         with run.lock:
-            run.append(exchange)
             if run.closed:
                 raise _Refused(401, "closed", "this run is closed; its token is revoked")
             if run.api_calls >= limits.max_calls:
@@ -686,6 +785,29 @@ class Gateway:
             run.api_calls += 1
             run.inflight += 1
             exchange.model_call = True
+            run.append(exchange)
+
+    def _precheck(self, run: _Run, api: str | None) -> _Refused | None:
+        """The refusal a call gets before its body is read, when its run can already tell."""
+        limits = run.limits
+        with run.lock:
+            if run.closed:
+                return _Refused(401, "closed", "this run is closed; its token is revoked")
+            if api is None:
+                if run.aux_calls >= limits.max_aux_calls:
+                    return _Refused(REFUSAL_STATUS, "aux_calls",
+                                    f"skill-court gateway: this run's limit of {limits.max_aux_calls} model-list "
+                                    "and token-count calls is reached")
+                return None
+            if run.api_calls >= limits.max_calls:
+                run.limit_hit = run.limit_hit or "model_calls"
+                run.error = run.error or f"model-call limit reached: {limits.max_calls} calls"
+                return _Refused(REFUSAL_STATUS, "model_calls",
+                                f"skill-court gateway: this run's model-call limit ({limits.max_calls}) is reached")
+            if run.limit_hit == "budget" and limits.budget_usd is not None:  # spend never goes down
+                return _Refused(REFUSAL_STATUS, "budget",
+                                f"skill-court gateway: the session budget (${limits.budget_usd:.2f}) is spent")
+        return None
 
     def _done(self, run: _Run) -> None:
         with run.lock:
@@ -738,8 +860,10 @@ class Gateway:
         return out
 
     def _forward(self, handler: _Handler, run: _Run, exchange: CallRecord, body: bytes | None,
-                 headers: dict[str, str], url: str, started: float) -> None:
-        """Send the request upstream and relay the answer; fills ``exchange`` (never raises for the network)."""
+                 headers: dict[str, str], url: str, started: float, scrub: _Scrubber, keep: bool = True) -> int:
+        """Send the request upstream and relay the answer; fills ``exchange`` (never raises for the network).
+
+        Returns the estimated size of the reply as recorded (``keep`` False: not recorded, 0)."""
         import httpx
 
         client = self._client
@@ -753,21 +877,27 @@ class Gateway:
             raise _Refused(504, "upstream_timeout", f"skill-court gateway: the provider did not answer: {err}") from err
         except httpx.HTTPError as err:
             raise _Refused(502, "upstream_unreachable", f"skill-court gateway: cannot reach the provider: {err}") from err
+        size = 0
         try:
             exchange.first_byte_s = round(time.monotonic() - started, 4)
             exchange.status = response.status_code
             streaming = response.headers.get("content-type", "").startswith("text/event-stream")
             exchange.stream = streaming
-            scrub = _Scrubber(run.model.api_key)
             passed = [(k, scrub.text(v)) for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE]
             if streaming:
                 raw = self._relay_stream(handler, run, exchange, response, passed, deadline, scrub)
-                exchange.response = _parse_sse(raw, exchange.notes)
             else:
                 raw = scrub.bytes(self._read_whole(response, deadline))
-                exchange.response = _parse_json(raw, exchange.notes)
                 if not handler.send_plain(response.status_code, passed, raw):
                     exchange.error = "the agent closed the connection before the reply"
+            if not keep:
+                exchange.notes.append(f"reply not kept ({len(raw)} bytes)")
+            elif streaming:
+                size = _kept_size(raw)
+                exchange.response = _parse_sse(raw, exchange.notes)
+            else:
+                size = _kept_size(raw)
+                exchange.response = _parse_json(raw, exchange.notes)
         except _Refused:
             raise
         except httpx.TimeoutException as err:
@@ -784,6 +914,7 @@ class Gateway:
                 raise _Refused(502, "upstream_broken", f"skill-court gateway: the provider's reply broke off: {err}") from err
         finally:
             response.close()
+        return size
 
     def _read_whole(self, response: httpx.Response, deadline: float) -> bytes:
         buf = bytearray()
@@ -799,13 +930,18 @@ class Gateway:
 
     def _relay_stream(self, handler: _Handler, run: _Run, exchange: CallRecord, response: httpx.Response,
                       headers: list[tuple[str, str]], deadline: float, scrub: _Scrubber) -> bytes:
-        """Pass a stream to the agent chunk by chunk, keeping a copy (capped) for the record."""
+        """Pass a stream to the agent chunk by chunk, keeping a copy (capped) for the record.
+
+        The key is scrubbed across chunk boundaries: what follows a chunk's last
+        line break (at most the longest echo of the key) waits for the next chunk.
+        """
         buf = bytearray()
         if not handler.start_chunked(response.status_code, headers):
             exchange.error = "the agent closed the connection before the stream"
             return bytes(buf)
+        stream = scrub.stream()
         for piece in response.iter_bytes():
-            chunk = scrub.bytes(piece)
+            chunk = stream.feed(piece)
             if not chunk:
                 continue
             if len(buf) + len(chunk) > self.max_response_bytes:
@@ -824,6 +960,12 @@ class Gateway:
                 exchange.error = f"the provider's stream took over {self.call_timeout:.0f}s: cut"
                 handler.close_connection = True
                 return bytes(buf)
+        rest = stream.flush()
+        if rest:
+            if not handler.write_chunk(rest):
+                exchange.error = "the agent closed the connection mid-stream"
+                return bytes(buf)
+            buf += rest
         handler.end_chunked()
         return bytes(buf)
 
@@ -840,62 +982,113 @@ class Gateway:
         error_api = api or (MESSAGES if route.startswith("/messages") else CHAT)
         token = _presented_token(handler.headers)
         run = self._authorize(token, handler.server.bound_run)
-        if run is None or token is None:
+        if run is None or token is None:  # never recorded: no run to keep it in
             handler.close_connection = True
             handler.send_error_body(error_api, 401, "skill-court gateway: missing, unknown or revoked token")
             return
+        if not handler.server.authenticated(handler.request):
+            handler.close_connection = True
+            handler.send_error_body(error_api, 503, f"skill-court gateway: this listener already serves "
+                                                     f"{self.max_connections} connections; retry later")
+            return
         exchange = CallRecord(index=-1, api=api or "", method=method, path=handler.path, started_at=utc_now())
+        scrub = _Scrubber(run.model.api_key)
+        hold = self._bodies.hold()
+        deadline = started + self.client_timeout
         try:
             if api is None and not aux:
                 handler.close_connection = True
                 raise _Refused(404, "not_found", f"skill-court gateway: {method} {path} is not forwarded")
-            body = handler.read_body(self.max_request_bytes, started + self.client_timeout)
-            parsed: Any = None
-            if body:
-                parsed = _parse_json(body, exchange.notes)
-                exchange.request = parsed
+            early = self._precheck(run, api)
+            if early is not None:  # read and dropped, so the agent gets the refusal, not a reset
+                handler.discard_body(self.max_request_bytes, deadline)
+                raise early
+            body = handler.read_body(self.max_request_bytes, deadline, hold)
+            size = 0
             if api is not None:
-                if not isinstance(parsed, dict):
-                    raise _Refused(400, "bad_request", "skill-court gateway: the request body is not a JSON object")
-                exchange.stream = parsed.get("stream") is True
-                body = self._adjust(run, api, parsed, body, exchange)
-                sent = exchange.request if isinstance(exchange.request, dict) else parsed
-                exchange.model = sent.get("model") if isinstance(sent.get("model"), str) else None
-                self._admit(run, exchange)
+                body = self._parse_call(run, api, body, exchange, scrub)
             else:
                 with run.lock:
-                    run.append(exchange)
                     if run.closed:
                         raise _Refused(401, "closed", "this run is closed; its token is revoked")
+                    if run.aux_calls >= run.limits.max_aux_calls:
+                        raise _Refused(REFUSAL_STATUS, "aux_calls", f"skill-court gateway: this run's limit of "
+                                       f"{run.limits.max_aux_calls} model-list and token-count calls is reached")
+                    run.aux_calls += 1
+                    run.keep(exchange)
                     run.inflight += 1
+                if body:
+                    exchange.notes.append(f"request body not kept ({len(body)} bytes)")
             try:
                 url = _upstream_url(run.model.base_url, route, query)
                 headers = self._upstream_headers(run, handler.headers_dict(), token)
-                self._forward(handler, run, exchange, body or None, headers, url, started)
+                size = self._forward(handler, run, exchange, body or None, headers, url, started, scrub,
+                                     keep=api is not None)
+                body = b""
             finally:
                 self._done(run)
             if api is not None:
                 self._account(run, exchange)
+                if size and not run.room(size):
+                    exchange.response = None
+                    exchange.notes.append(f"reply not kept: the run's record is over "
+                                          f"{run.limits.max_kept_bytes} bytes")
         except _Refused as refusal:
             exchange.refused = exchange.refused or refusal.reason
             exchange.error = refusal.message
             exchange.status = refusal.status
+            if not exchange.model_call:  # a refused call's body is never kept
+                exchange.request = exchange.response = None
             with run.lock:
-                if exchange.index < 0:
-                    run.append(exchange)
+                run.keep(exchange)
             if not handler.headers_sent:
                 handler.send_error_body(error_api, refusal.status, refusal.message)
         except (ConnectionError, TimeoutError, OSError) as err:
             exchange.error = exchange.error or f"the agent's connection failed: {type(err).__name__}: {err}"
             handler.close_connection = True
         except Exception as err:  # a bug here must cost one request, never the gateway
-            self._internal_error(f"{method} {path}: {type(err).__name__}: {err}")
+            self._internal_error(f"{method} {path}: {type(err).__name__}: {scrub.text(str(err))}")
             exchange.error = f"gateway error: {type(err).__name__}: {err}"
             handler.close_connection = True
             if not handler.headers_sent:
                 handler.send_error_body(error_api, 500, "skill-court gateway: internal error")
         finally:
+            hold.release()
             exchange.duration_s = round(time.monotonic() - started, 4)
+            if exchange.error:
+                exchange.error = scrub.text(exchange.error)
+            exchange.notes[:] = [scrub.text(note) for note in exchange.notes]
+
+    def _parse_call(self, run: _Run, api: str, body: bytes, exchange: CallRecord, scrub: _Scrubber) -> bytes:
+        """Parse, check, adjust and admit a model call; returns the body to send upstream.
+
+        The body is scrubbed of the key first (what is sent is what is recorded);
+        a hostile one is refused before parsing; its parsed form is kept only while
+        the run's record has room.
+        """
+        body = scrub.bytes(body)
+        estimate = _kept_size(body)
+        if estimate > self.max_parsed_bytes:
+            raise _Refused(413, "too_large", f"skill-court gateway: the request body's JSON would take about "
+                                             f"{estimate >> 20} MB to hold (limit {self.max_parsed_bytes >> 20} MB): "
+                                             "too many small values")
+        if len(body) > _BIG_PARSE:  # a big parse at a time: each may take many times its size
+            with self._parse_lock:
+                parsed = _parse_json(body, exchange.notes)
+        else:
+            parsed = _parse_json(body, exchange.notes)
+        if not isinstance(parsed, dict):
+            raise _Refused(400, "bad_request", "skill-court gateway: the request body is not a JSON object")
+        exchange.request = parsed
+        exchange.stream = parsed.get("stream") is True
+        body = self._adjust(run, api, parsed, body, exchange)
+        sent = exchange.request
+        exchange.model = sent.get("model") if isinstance(sent.get("model"), str) else None
+        self._admit(run, exchange)
+        if not run.room(estimate):
+            exchange.request = {"skill_court": "request not kept", "bytes": len(body)}
+            exchange.notes.append(f"request not kept: the run's record is over {run.limits.max_kept_bytes} bytes")
+        return body
 
     def _adjust(self, run: _Run, api: str, parsed: dict[str, Any], body: bytes, exchange: CallRecord) -> bytes:
         """The body to send upstream: as sent, unless the model is rewritten, stream usage
@@ -930,7 +1123,8 @@ class Gateway:
 
 
 class _ServerMixin:
-    """Connection tracking and a connection cap for both listener kinds."""
+    """Connection tracking for both listener kinds: unauthenticated connections capped apart
+    (the oldest closed past the cap), authenticated ones capped, header and body deadlines kept."""
 
     daemon_threads = True
     block_on_close = False
@@ -943,36 +1137,83 @@ class _ServerMixin:
         self.gateway = gateway
         self.bound_run = bound_run
         self._connections: set[Any] = set()
+        self._unauthenticated: dict[Any, None] = {}  # oldest first
+        self._authenticated: set[Any] = set()
+        self._deadlines: dict[Any, float] = {}
         self._connections_lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        evicted = None
         with self._connections_lock:
-            full = len(self._connections) >= self.gateway.max_connections
-            if not full:
-                self._connections.add(request)
-        if full:  # a flood of connections must not spawn unbounded threads
-            with contextlib.suppress(OSError):
-                request.close()
-            return
+            if len(self._unauthenticated) >= self.gateway.max_unauthenticated:
+                # Idle or slow tokenless connections must not lock real ones out: the oldest goes.
+                evicted = next(iter(self._unauthenticated))
+                del self._unauthenticated[evicted]
+                self._deadlines.pop(evicted, None)
+            self._connections.add(request)
+            self._unauthenticated[request] = None
+            self._deadlines[request] = time.monotonic() + self.gateway.header_timeout
+        if evicted is not None:
+            _shut(evicted)
         super().process_request(request, client_address)  # type: ignore[misc]
+
+    def authenticated(self, request: Any) -> bool:
+        """Count ``request``'s connection as authenticated; False when that cap is reached."""
+        with self._connections_lock:
+            if request in self._authenticated:
+                return True
+            if len(self._authenticated) >= self.gateway.max_connections:
+                return False
+            self._unauthenticated.pop(request, None)
+            self._authenticated.add(request)
+            return True
+
+    def set_deadline(self, request: Any, when: float) -> None:
+        """Close ``request``'s connection at ``when`` (monotonic) unless cleared before."""
+        with self._connections_lock:
+            if request in self._connections:
+                self._deadlines[request] = when
+
+    def clear_deadline(self, request: Any) -> None:
+        with self._connections_lock:
+            self._deadlines.pop(request, None)
+
+    def service_actions(self) -> None:
+        # Called by serve_forever at every poll (0.1 s): a trickle of bytes cannot outlive its deadline.
+        super().service_actions()  # type: ignore[misc]
+        now = time.monotonic()
+        with self._connections_lock:
+            late = [r for r, when in self._deadlines.items() if when <= now]
+            for request in late:
+                del self._deadlines[request]
+        for request in late:
+            _shut(request)
 
     def shutdown_request(self, request: Any) -> None:
         with self._connections_lock:
             self._connections.discard(request)
+            self._unauthenticated.pop(request, None)
+            self._authenticated.discard(request)
+            self._deadlines.pop(request, None)
         super().shutdown_request(request)  # type: ignore[misc]
 
     def close_connections(self) -> None:
         with self._connections_lock:
             connections = list(self._connections)
         for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+            _shut(connection)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         err = sys.exc_info()[1]
         if isinstance(err, (ConnectionError, TimeoutError)):
             return  # an agent that went away
         self.gateway._internal_error(f"listener: {type(err).__name__}: {err}")
+
+
+def _shut(connection: Any) -> None:
+    """End a connection from another thread: its handler's next read or write fails at once."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class _TcpServer(_ServerMixin, socketserver.ThreadingTCPServer):
@@ -1015,12 +1256,59 @@ class _BadBody(Exception):
     pass
 
 
+class _ByteBudget:
+    """Bytes of request bodies all connections together may hold (see ``max_body_bytes_in_flight``)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._cond = threading.Condition()
+
+    def hold(self) -> _Hold:
+        return _Hold(self)
+
+    def take(self, size: int, deadline: float) -> bool:
+        with self._cond:
+            while self.used + size > self.total:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            self.used += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._cond:
+            self.used -= size
+            self._cond.notify_all()
+
+
+class _Hold:
+    """One request's share of the :class:`_ByteBudget`, given back when the request ends."""
+
+    def __init__(self, budget: _ByteBudget) -> None:
+        self.budget = budget
+        self.size = 0
+
+    def take(self, size: int, deadline: float) -> None:
+        if not self.budget.take(size, deadline):
+            raise _Refused(503, "busy", f"skill-court gateway: other requests hold {self.budget.total} bytes of "
+                                        "bodies; retry later")
+        self.size += size
+
+    def release(self) -> None:
+        size, self.size = self.size, 0
+        if size:
+            self.budget.give(size)
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One agent connection; every request goes to :meth:`Gateway._handle`."""
 
     protocol_version = "HTTP/1.1"
     server: Any
     headers_sent = False
+    _served = False
 
     def setup(self) -> None:
         # Reads and writes to a stalled agent end after the gateway's client time-out.
@@ -1034,7 +1322,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         self.headers_sent = False
-        super().handle_one_request()
+        server = self.server
+        if self._served:
+            # Keep-alive: the next request may idle up to the client time-out; from its
+            # first byte it has the header deadline, as the first request had from the accept.
+            try:
+                if not self.rfile.peek(1):  # type: ignore[attr-defined]  # a BufferedReader
+                    self.close_connection = True
+                    return
+            except (OSError, ValueError):
+                self.close_connection = True
+                return
+            server.set_deadline(self.request, time.monotonic() + server.gateway.header_timeout)
+        self._served = True
+        try:
+            super().handle_one_request()
+        except OSError:  # shut at its deadline, or the agent went away
+            self.close_connection = True
+        finally:
+            server.clear_deadline(self.request)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        self.server.clear_deadline(self.request)  # the request line and headers are in
+        return ok
 
     def _dispatch(self) -> None:
         self.server.gateway._handle(self)
@@ -1044,42 +1355,71 @@ class _Handler(BaseHTTPRequestHandler):
     def headers_dict(self) -> dict[str, str]:
         return {k: v for k, v in self.headers.items()}
 
-    def read_body(self, cap: int, deadline: float) -> bytes:
-        """The request body, refused while reading once it passes ``cap`` bytes or ``deadline``."""
+    def read_body(self, cap: int, deadline: float, hold: _Hold | None = None) -> bytes:
+        """The request body, refused while reading once it passes ``cap`` bytes or ``deadline``
+        (the connection is shut at ``deadline`` however slowly bytes come); ``hold`` takes
+        the body's room in the gateway's budget before it is read."""
+        self.server.set_deadline(self.request, deadline)
         try:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                return self._read_chunked(cap, deadline)
-            text = self.headers.get("Content-Length")
-            if not text:
-                return b""
-            try:
-                length = int(text)
-            except ValueError:
-                raise _BadBody(f"Content-Length {text[:40]!r} is not a number") from None
-            if length < 0:
-                raise _BadBody(f"Content-Length {length} is negative")
-            if length > cap:
-                self.close_connection = True
-                raise _Refused(413, "too_large", f"skill-court gateway: the request body exceeds {cap} bytes")
+                return self._read_chunked(cap, deadline, hold)
+            length = self._length(cap)
+            if hold is not None:
+                hold.take(length, deadline)
             return self._read_exact(length, deadline)
         except _BadBody as err:
             self.close_connection = True
             raise _Refused(400, "bad_request", f"skill-court gateway: {err}") from None
+        finally:
+            self.server.clear_deadline(self.request)
 
-    def _read_exact(self, length: int, deadline: float) -> bytes:
+    def discard_body(self, cap: int, deadline: float) -> None:
+        """Read the request body and drop it (a refused call's); past ``cap`` or on any
+        trouble the connection is closed after the answer instead."""
+        self.server.set_deadline(self.request, deadline)
+        try:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                self._read_chunked(cap, deadline, None, keep=False)
+            else:
+                self._read_exact(self._length(cap), deadline, keep=False)
+        except (_BadBody, _Refused, OSError, ValueError):
+            self.close_connection = True
+        finally:
+            self.server.clear_deadline(self.request)
+
+    def _length(self, cap: int) -> int:
+        text = self.headers.get("Content-Length")
+        if not text:
+            return 0
+        try:
+            length = int(text)
+        except ValueError:
+            raise _BadBody(f"Content-Length {text[:40]!r} is not a number") from None
+        if length < 0:
+            raise _BadBody(f"Content-Length {length} is negative")
+        if length > cap:
+            self.close_connection = True
+            raise _Refused(413, "too_large", f"skill-court gateway: the request body exceeds {cap} bytes")
+        return length
+
+    def _read_exact(self, length: int, deadline: float, keep: bool = True) -> bytes:
         buf = bytearray()
-        while len(buf) < length:
+        got = 0
+        while got < length:
             if time.monotonic() > deadline:
                 self.close_connection = True
                 raise _Refused(408, "slow_request", "skill-court gateway: the request body came too slowly")
-            piece = self.rfile.read(min(65536, length - len(buf)))
+            piece = self.rfile.read1(min(65536, length - got))  # one read at most: deadlines hold
             if not piece:
                 raise _BadBody("the request body ended early")
-            buf += piece
+            got += len(piece)
+            if keep:
+                buf += piece
         return bytes(buf)
 
-    def _read_chunked(self, cap: int, deadline: float) -> bytes:
+    def _read_chunked(self, cap: int, deadline: float, hold: _Hold | None, keep: bool = True) -> bytes:
         buf = bytearray()
+        total = 0
         while True:
             line = self.rfile.readline(1026)
             try:
@@ -1093,10 +1433,15 @@ class _Handler(BaseHTTPRequestHandler):
                     if self.rfile.readline(8194) in (b"\r\n", b"\n", b""):
                         return bytes(buf)
                 raise _BadBody("too many trailer lines")
-            if len(buf) + size > cap:
+            if total + size > cap:
                 self.close_connection = True
                 raise _Refused(413, "too_large", f"skill-court gateway: the request body exceeds {cap} bytes")
-            buf += self._read_exact(size, deadline)
+            if hold is not None and keep:
+                hold.take(size, deadline)
+            total += size
+            piece = self._read_exact(size, deadline, keep)
+            if keep:
+                buf += piece
             self.rfile.readline(3)
 
     # -- answering --------------------------------------------------------------------
@@ -1159,24 +1504,108 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Scrubber:
-    """Replaces the provider key wherever a reply echoes it, before the agent or the record sees it.
+    """Replaces the provider key wherever a reply or a request echoes it, before the agent or the record sees it.
 
-    Keys shorter than 8 characters (``none`` for local servers) are placeholders, not secrets,
-    and are left alone.  A key split across two stream chunks is not caught (providers mask keys
-    in their messages anyway).
+    Caught: the key as it is, JSON-escaped in any mix (``\\u0073k-...``, ``\\/``), and
+    base64-encoded (standard or URL-safe alphabet, at any of the three alignments:
+    the part of the encoding that depends on the key alone).  :meth:`stream` scrubs
+    a stream across chunk boundaries.  Keys shorter than 8 characters (``none`` for
+    local servers) are placeholders, not secrets, and are left alone.
     """
 
     MASK = "[provider key]"
 
     def __init__(self, key: str) -> None:
         self.key = key if len(key) >= 8 else ""
-        self._raw = self.key.encode()
+        #: the longest text an echo of the key can take
+        self.longest = 0
+        self._text: re.Pattern[str] | None = None
+        self._bytes: re.Pattern[bytes] | None = None
+        self._needles: list[str] = []
+        if self.key:
+            patterns, self.longest, self._needles = _key_patterns(self.key)
+            self._text = re.compile("|".join(patterns))
+            self._bytes = re.compile("|".join(patterns).encode("utf-8"))
+        self._byte_needles = [n.encode("utf-8") for n in self._needles]
 
     def text(self, value: str) -> str:
-        return value.replace(self.key, self.MASK) if self.key and self.key in value else value
+        if self._text is None:
+            return value
+        # Fast path (plain searches): without an escape, only a literal echo can be there.
+        if "\\u" not in value and "\\/" not in value and not any(n in value for n in self._needles):
+            return value
+        return self._text.sub(self.MASK, value)
 
     def bytes(self, value: bytes) -> bytes:
-        return value.replace(self._raw, self.MASK.encode()) if self._raw and self._raw in value else value
+        if self._bytes is None:
+            return value
+        if b"\\u" not in value and b"\\/" not in value and not any(n in value for n in self._byte_needles):
+            return value
+        return self._bytes.sub(self.MASK.encode(), value)
+
+    def stream(self) -> _StreamScrubber:
+        return _StreamScrubber(self)
+
+
+class _StreamScrubber:
+    """Scrubs a byte stream fed in chunks: an echo of the key split between two chunks is caught.
+
+    An echo never spans a line break, so what follows a chunk's last line break (at
+    most ``longest - 1`` bytes: the rest cannot hold the start of an unfinished echo)
+    is held back for the next chunk; a server-sent event ends in a line break, so
+    whole events pass at once.
+    """
+
+    def __init__(self, scrubber: _Scrubber) -> None:
+        self.scrubber = scrubber
+        self.tail = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        if not self.scrubber.key:
+            return piece
+        data = self.scrubber.bytes(self.tail + piece)
+        cut = data.rfind(b"\n") + 1
+        if len(data) - cut > self.scrubber.longest - 1:
+            cut = len(data) - (self.scrubber.longest - 1)
+        self.tail = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        rest, self.tail = self.tail, b""
+        return rest
+
+
+def _key_patterns(key: str) -> tuple[list[str], int, list[str]]:
+    """Regular expressions of the key's echoes (see :class:`_Scrubber`), the longest echo's
+    length, and the literal echoes (the key and its base64 cores)."""
+    def char(c: str) -> str:
+        alternatives = [re.escape(c)]
+        if ord(c) < 0x10000:
+            alternatives.append(r"\\u" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{ord(c):04x}"))
+        if c == "/":
+            alternatives.append(r"\\/")
+        return "(?:" + "|".join(alternatives) + ")"
+
+    raw = key.encode("utf-8")
+    cores: list[str] = []
+    for offset, skip in ((0, 0), (1, 2), (2, 3)):
+        # Encoded after ``offset`` other bytes: the first ``skip`` characters and the last
+        # partial group depend on the bytes around the key, the rest on the key alone.
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        core = encoded[skip:4 * ((offset + len(raw)) // 3)]
+        if len(core) >= 12:
+            cores += [core, core.translate(str.maketrans("+/", "-_"))]
+    cores = list(dict.fromkeys(cores))
+    patterns = ["".join(char(c) for c in key)] + [re.escape(core) for core in cores]
+    longest = max([6 * len(key), *(len(core) for core in cores)])
+    return patterns, longest, [key, *cores]
+
+
+def _kept_size(raw: bytes) -> int:
+    """About how many bytes ``raw`` JSON takes once parsed: its size plus each container,
+    string and value (hostile JSON such as ``[[],[],...]`` takes ~20 times its size)."""
+    return (len(raw) + 64 * (raw.count(b"[") + raw.count(b"{")) + 28 * raw.count(b'"')
+            + 8 * raw.count(b","))
 
 
 def _has_header(headers: Mapping[str, str], name: str) -> bool:

@@ -745,18 +745,21 @@ def test_many_concurrent_runs_keep_their_own_counts(server: LLMServer, gateway: 
 
 
 def test_a_flood_of_connections_is_capped(server: LLMServer) -> None:
-    with Gateway(max_connections=2) as gateway:
+    with Gateway(max_connections=2, max_unauthenticated=2) as gateway:
         grant = gateway.open_run("r1", spec_for(server))
         port = int(gateway.url.rsplit(":", 1)[1])
-        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
-        time.sleep(0.2)
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as third:
-            try:
-                third.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-                answer = third.recv(100)
-            except ConnectionResetError:
-                answer = b""
-            assert answer == b""  # closed at once: no thread for it
+        # Tokenless idle connections: past their cap the oldest is closed, never the newcomer.
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        time.sleep(0.3)
+        assert idle[0].recv(100) == b""  # the oldest was closed to make room
+        # Authenticated connections have their own cap: a third at once is answered 503.
+        clients = [httpx.Client(headers={"authorization": f"Bearer {grant.token}"}, timeout=10) for _ in range(3)]
+        try:
+            assert [c.get(grant.openai_base_url + "/models").status_code for c in clients] == [200, 200, 503]
+            assert "2 connections" in clients[2].get(grant.openai_base_url + "/models").json()["error"]["message"]
+        finally:
+            for client in clients:
+                client.close()
         for sock in idle:
             sock.close()
         time.sleep(0.2)
