@@ -1360,13 +1360,18 @@ def cmd_hermes_install(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if getattr(args, "as_json", False):
         _json({"plugin_dir": str(result.plugin_dir), "config": str(result.config), "written": result.written,
-               "enabled_now": result.enabled_now, "hidden": result.hidden, "restart_needed": True})
+               "enabled_now": result.enabled_now, "hidden": result.hidden, "restart_needed": True,
+               "secret": str(result.secret) if result.secret else None, "secret_made": result.secret_made})
         return EXIT_OK
     files = ", ".join(result.written) if result.written else "already up to date"
     _out(f"Skill Court tab in {result.plugin_dir}: {files}.")
     _out(f"Plugin 'skill-court' {'enabled now' if result.enabled_now else 'already enabled'} in {result.config}.")
     if result.hidden:
         _say("  The tab is hidden in the dashboard (dashboard.hidden_plugins lists skill-court); show it there.")
+    if result.secret is not None:
+        made = "made now" if result.secret_made else "kept"
+        _say(f"Changes from the tab (quarantine, release, apply fix) need the owner's secret ({made}, mode "
+             f"0600): `cat {result.secret}` and paste the line into the tab's \"Unlock changes\" field.")
     _say("Restart `hermes dashboard` to see the Skill Court tab (Hermes mounts plugin routes at start).")
     return EXIT_OK
 

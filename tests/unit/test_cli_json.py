@@ -105,9 +105,21 @@ def test_hermes_install_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     first = document(capsys)
     assert first["enabled_now"] is True and first["written"] and first["config"] == str(home / "config.yaml")
     assert Path(first["plugin_dir"]).is_dir()
+    secret = Path(first["secret"])
+    assert first["secret_made"] is True and secret.stat().st_mode & 0o777 == 0o600
     assert main(["hermes", "install", "--hermes-home", str(home), "--json"]) == 0
     again = document(capsys)
     assert again["written"] == [] and again["enabled_now"] is False
+    assert again["secret"] == str(secret) and again["secret_made"] is False
+
+
+def test_hermes_install_says_where_the_dashboard_secret_is(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "hermes"
+    home.mkdir()
+    assert main(["hermes", "install", "--hermes-home", str(home)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"cat {home / 'plugin-data' / 'skill-court' / 'dashboard.secret'}" in said and "made now" in said
 
 
 def test_appeal_show_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
