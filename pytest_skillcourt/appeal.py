@@ -744,11 +744,9 @@ def apply_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path,
         if _sha(_live(path)) != appeal["original_sha256"]:  # changed while we asked
             raise AppealError(f"{path} changed while asking; nothing was written")
         write_atomic(path, appeal["draft"])
-        _, lifted = apply_trial(quarantine, hurts=[], cleared=[(appeal["skill"], model_key(appeal["model"]))])
-        for entry in lifted:
-            store.record_quarantine_change(action="lift", skill=entry.skill, model=entry.model,
-                                           trial=appeal["draft_trial"],
-                                           data={**entry.to_dict(), "appeal": appeal["id"]})
+        # recorded, with who and how, in the history beside the file (quarantine_log)
+        _, lifted = apply_trial(quarantine, hurts=[], cleared=[(appeal["skill"], model_key(appeal["model"]))],
+                                via="appeal", trial=appeal["draft_trial"], detail={"appeal": appeal["id"]})
         data = {**appeal["data"], "lifted": [e.to_dict() for e in lifted], "quarantine": str(quarantine)}
         store.set_appeal_status(appeal["id"], "applied", data=data)
     return lifted
@@ -773,9 +771,7 @@ def undo_appeal(store: Any, appeal: Mapping[str, Any], *, quarantine: Path) -> l
         write_atomic(path, appeal["original"])
         entries = [QuarantineEntry(**{k: d.get(k) for k in ENTRY_FIELDS})
                    for d in appeal["data"].get("lifted", [])]
-        back, _ = apply_trial(quarantine, hurts=entries, cleared=[]) if entries else ([], [])
-        for entry in back:
-            store.record_quarantine_change(action="quarantine", skill=entry.skill, model=entry.model,
-                                           trial=entry.trial, data={**entry.to_dict(), "appeal": appeal["id"]})
+        back, _ = apply_trial(quarantine, hurts=entries, cleared=[], via="appeal",
+                              detail={"appeal": appeal["id"]}) if entries else ([], [])
         store.set_appeal_status(appeal["id"], "undone")
     return back

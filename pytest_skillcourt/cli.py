@@ -286,28 +286,57 @@ def _parser_init(sub: Any, common: argparse.ArgumentParser) -> None:
 # -- list -------------------------------------------------------------------------
 
 
-def _table(entries: Sequence[QuarantineEntry], width: int) -> list[str]:
-    """The entries as a table within ``width``: the reason wraps under its own column."""
+def _table(entries: Sequence[QuarantineEntry], width: int, edited: Collection[tuple[str, str]] = ()) -> list[str]:
+    """The entries as a table within ``width``: the reason wraps under its own column.
+    An entry in ``edited`` (``(skill, model_key)``: added or changed outside the court)
+    has ``(edited)`` after who set it."""
     rows = [["SKILL", "MODEL", "SET BY", "SINCE", "REASON"]]
-    rows += [[plain(cell) for cell in (e.skill, e.model, e.set_by, e.since or "-", e.reason or "-")]
+    rows += [[plain(cell) for cell in (e.skill, e.model, e.set_by + (" (edited)" if e.key in edited else ""),
+                                       e.since or "-", e.reason or "-")]
              for e in entries]
     return fit_columns(rows, width)
 
 
+def _notice_edits(path: Path) -> tuple[Any, str | None]:
+    """Edits made to the quarantine file outside the court, found and recorded in its
+    history (``quarantine_log.notice_edits``: each is flagged once); with a history that
+    cannot be written (another user's folder, a damaged store), what a read-only look
+    finds, and why it was not recorded."""
+    from pytest_skillcourt.quarantine import QuarantineHistoryError
+    from pytest_skillcourt.quarantine_log import OutsideEdit, notice_edits, peek_edits
+
+    try:
+        return notice_edits(path, via="cli"), None
+    except (QuarantineHistoryError, OSError) as exc:  # the list is still worth showing
+        why = exc if isinstance(exc, QuarantineHistoryError) else f"{path}: {exc.strerror or exc}"
+        seen = peek_edits(path)
+        if seen is None:
+            return OutsideEdit(), f"edits outside the court were not checked: {why}"
+        return seen, f"edits outside the court were not recorded: {why}"
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print the quarantined skills (all, or those hidden from ``--model``)."""
+    """Print the quarantined skills (all, or those hidden from ``--model``), and flag
+    (once) what was changed in the file outside the court."""
     path = quarantine_path(args)
+    edited, unchecked = _notice_edits(path)  # an unusable file raises: nothing is recorded
     entries = read_entries(path)
     if args.model:
         entries = [e for e in entries if e.hides_from(args.model)]
     if args.as_json:
-        _out(json.dumps({"quarantine": str(path), "entries": [e.to_dict() for e in entries]}, indent=2, ensure_ascii=False))
+        _out(json.dumps({"quarantine": str(path), "entries": [e.to_dict() for e in entries],
+                         "edited_outside": edited.to_dict() if edited else None,
+                         "history_problem": unchecked}, indent=2, ensure_ascii=False))
         return EXIT_OK
+    if unchecked:
+        _err(plain(f"{_prog(args)} list: {unchecked}"))
+    if edited:
+        _say(f"Note: {edited.describe(path)}.")
     scope = f" for {_who(args.model)}" if args.model else ""
     if not entries:
         _say(f"Nothing is quarantined{scope} in {path}.")
         return EXIT_OK
-    _out_lines(_table(entries, terminal_width()))
+    _out_lines(_table(entries, terminal_width(), edited.pairs))
     _out()
     _say(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}{scope} in {path}.")
     for entry in entries:
@@ -324,13 +353,16 @@ def _parser_list(sub: Any, common: argparse.ArgumentParser) -> None:
         "list",
         parents=[common],
         help="show the quarantined skills",
-        description=_wrap("Show the skills the quarantine file hides, from which model, who set the entry, since when and why."),
+        description=_wrap("Show the skills the quarantine file hides, from which model, who set the entry, since when and why. "
+                          "An entry added, removed or changed in the file outside the court (an editor, a script) "
+                          "is flagged once and recorded in the file's history, in the store beside it; the edit is kept."),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", metavar="M", help="only the skills hidden from model M (entries for M and for '*')")
     parser.add_argument(
         "--json", dest="as_json", action="store_true",
-        help='print {"quarantine": PATH, "entries": [...]} as JSON (entries as in the file)',
+        help='print {"quarantine": PATH, "entries": [...], "edited_outside": {"added", "removed", "changed"} '
+             'or null, "history_problem": TEXT or null} as JSON (entries as in the file)',
     )
     parser.set_defaults(court_handler=cmd_list)
 
@@ -341,7 +373,8 @@ def _parser_list(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_quarantine(args: argparse.Namespace) -> int:
     """Hide a skill from a model (or every model) by hand."""
     path = quarantine_path(args)
-    entry = quarantine(path, args.skill, model=args.model, reason=args.reason)
+    entry = quarantine(path, args.skill, model=args.model, reason=args.reason, via="cli",
+                       detail={"command": f"{_prog(args)} quarantine"})
     undo = release_command(_prog(args), entry.skill, entry.model, path if getattr(args, "quarantine", None) else None)
     if args.as_json:
         _json({"quarantine": str(path), "entry": entry.to_dict(), "undo": undo})
@@ -384,7 +417,7 @@ def _parser_quarantine(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     """Bring a skill back: remove its entries (for one model, or all)."""
     path = quarantine_path(args)
-    removed = release(path, args.skill, model=args.model)
+    removed = release(path, args.skill, model=args.model, via="cli", detail={"command": f"{_prog(args)} release"})
     if args.as_json:
         _json({"quarantine": str(path), "released": [e.to_dict() for e in removed],
                "still_quarantined": [e.to_dict() for e in read_entries(path) if e.skill == args.skill.strip()]})

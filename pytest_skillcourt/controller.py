@@ -279,17 +279,14 @@ def apply_quarantine(court: Court, session: pytest.Session) -> None:
                                  cause=o.cause.cause if o.cause else None,
                                  line=o.cause.line if o.cause else None) for o in court.outcomes]
         plan = plan_trial(verdicts, read_entries(path), trial=court.trial)
-        changed, lifted = apply_trial(path, hurts=plan.hurts, cleared=plan.cleared)
+        # recorded, with who and how, in the history beside the file (quarantine_log)
+        changed, lifted = apply_trial(path, hurts=plan.hurts, cleared=plan.cleared, via="trial",
+                                      trial=court.trial)
     except (QuarantineFileError, OSError, ValueError) as err:
         court.errors.append(f"--skill-court-apply wrote nothing: {err}")
         session.testsfailed += 1
         return
     court.errors.extend(plan.notes)
-    store = court.store()
-    for action, entries in (("quarantine", changed), ("lift", lifted)):
-        for e in entries:
-            store.record_quarantine_change(action=action, skill=e.skill, model=e.model,
-                                           trial=court.trial, data=e.to_dict())
     court.quarantine_changes = (changed, lifted)
 
 

@@ -11,7 +11,10 @@ One JSON file, versioned (schema: ``schemas/quarantine.schema.json``)::
 
 Writers are ``pytest --skill-court-apply`` (entries ``set_by: "trial"``) and the
 user (``skill-court quarantine``/``release``, or an editor: ``set_by: "hand"``).
-The Hermes plugin (``pytest_skillcourt.hermes``) only reads it.
+The Hermes plugin (``pytest_skillcourt.hermes``) only reads it.  Every write of
+this module is recorded, with who and how, in the history kept by the store
+beside the file (:mod:`pytest_skillcourt.quarantine_log`), which also finds and
+records edits made outside the court.
 
 Rules this module keeps:
 
@@ -98,6 +101,13 @@ class QuarantineFileError(Exception):
     """The quarantine file exists but cannot be used (unreadable, bad JSON, wrong
     shape, newer version).  The message names the file, what is wrong and the fix;
     the file is never overwritten."""
+
+
+class QuarantineHistoryError(QuarantineFileError):
+    """The store beside the quarantine file, which keeps its history
+    (:mod:`pytest_skillcourt.quarantine_log`), cannot be used: the change was not
+    made (or, said in the message, made but not recorded).  The message names both
+    files and the fix."""
 
 
 @dataclass(frozen=True)
@@ -458,6 +468,23 @@ def _locked(path: Path) -> Iterator[Path]:
         yield target
 
 
+@contextlib.contextmanager
+def _history(target: Path) -> Iterator[Any]:
+    """The history of the file ``target`` (:class:`~pytest_skillcourt.quarantine_log.History`),
+    open for the ``with`` block; taken while the file's lock is held.
+
+    Raises:
+        QuarantineHistoryError: its store cannot be used (nothing was written).
+    """
+    from pytest_skillcourt.quarantine_log import History  # the store: only for writers
+
+    history = History.open(target)
+    try:
+        yield history
+    finally:
+        history.close()
+
+
 def _write_document(path: Path, doc: _Document) -> None:
     """Replace the file atomically: temp file in the same directory, fsync, rename."""
     data: dict[str, Any] = {"version": SUPPORTED_VERSION, "entries": [e.to_dict() for e in doc.entries]}
@@ -471,6 +498,9 @@ def apply_trial(
     *,
     hurts: Sequence[QuarantineEntry],
     cleared: Sequence[tuple[str, str]],
+    via: str = "trial",
+    trial: str | None = None,
+    detail: Mapping[str, Any] | None = None,
 ) -> tuple[list[QuarantineEntry], list[QuarantineEntry]]:
     """Merge the outcome of trials into the file; returns ``(added_or_updated, lifted)``.
 
@@ -483,6 +513,11 @@ def apply_trial(
     ``cleared``: ``(skill, model)`` pairs a later trial found no longer hurting;
     only the entry a trial set for exactly that model is lifted (a ``"*"``
     entry only by ``(skill, "*")``), never an entry set by hand.
+
+    When the file changes, the changes are recorded in its history (actions
+    ``quarantine`` and ``lift``, by the local user, ``via`` ``"trial"``, ``"appeal"`` or
+    ``"auto"``; ``trial``: the session behind them, default each entry's own;
+    ``detail``: more to keep with each row), after edits made outside the court.
 
     Raises:
         ValueError: an entry of ``hurts`` is not ``set_by="trial"``, or a pair is
@@ -527,7 +562,11 @@ def apply_trial(
             else:
                 kept.append(entry)
         if changed or lifted:
-            _write_document(target, _Document(entries=kept, extra=doc.extra))
+            with _history(target) as history:
+                history.notice(doc.entries, via=via)
+                _write_document(target, _Document(entries=kept, extra=doc.extra))
+                history.record("quarantine", changed, via=via, trial=trial, own_trial=True, detail=detail)
+                history.record("lift", lifted, via=via, trial=trial, own_trial=True, detail=detail)
     return changed, lifted
 
 
@@ -538,12 +577,18 @@ def quarantine(
     model: str = ALL_MODELS,
     reason: str = "set by hand",
     skill_hash: str = "",
+    via: str = "cli",
+    detail: Mapping[str, Any] | None = None,
 ) -> QuarantineEntry:
     """Hide ``skill`` from ``model`` (default every model) by hand; returns the entry.
 
     An existing entry for the same skill and model becomes a hand entry (so no
     trial lifts it any more) with the new reason; its cause, line, trial, the
     user's extra keys and, when ``skill_hash`` is empty, its hash are kept.
+
+    The change is recorded in the file's history (action ``quarantine``, by the
+    local user, ``via`` ``"cli"`` or ``"dashboard"``, with ``detail``), after edits
+    made outside the court; the file is written first, then the row.
 
     Raises:
         ValueError: empty skill or model.
@@ -573,15 +618,22 @@ def quarantine(
                 since=old.since if old.set_by == SET_BY_HAND and old.since else utc_now(),
             )
             entries[index] = entry
-        _write_document(target, _Document(entries=entries, extra=doc.extra))
+        with _history(target) as history:
+            history.notice(doc.entries, via=via)
+            _write_document(target, _Document(entries=entries, extra=doc.extra))
+            history.record("quarantine", [entry], via=via, detail=detail)
     return entry
 
 
-def release(path: Path, skill: str, *, model: str | None = None) -> list[QuarantineEntry]:
+def release(path: Path, skill: str, *, model: str | None = None, via: str = "cli",
+            detail: Mapping[str, Any] | None = None) -> list[QuarantineEntry]:
     """Remove the entries of ``skill`` (for every model when ``model`` is None,
     else only the entry for that model; ``"*"`` names the every-model entry);
     returns what was removed (``[]`` when nothing matched: the file is not
     rewritten then).
+
+    The removal is recorded in the file's history as :func:`quarantine` records
+    (action ``release``).
 
     Raises:
         QuarantineFileError: the file is unusable (it is left untouched).
@@ -594,7 +646,10 @@ def release(path: Path, skill: str, *, model: str | None = None) -> list[Quarant
         if removed:
             gone = {id(e) for e in removed}
             kept = [e for e in doc.entries if id(e) not in gone]
-            _write_document(target, _Document(entries=kept, extra=doc.extra))
+            with _history(target) as history:
+                history.notice(doc.entries, via=via)
+                _write_document(target, _Document(entries=kept, extra=doc.extra))
+                history.record("release", removed, via=via, detail=detail)
     return removed
 
 

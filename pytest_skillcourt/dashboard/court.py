@@ -49,6 +49,7 @@ from ..quarantine import (
     read_entries,
     release,
 )
+from ..quarantine_log import peek_edits
 from ..report.store_report import report_rows
 from ..skills import LibraryError, load_library
 from ..stats.verdict import VerdictKind
@@ -230,8 +231,16 @@ def spend_today(store: Store, rows: Sequence[Mapping[str, Any]], today: str | No
 def court_state(paths: Paths) -> dict[str, Any]:
     """Everything the tab shows, as JSON-ready data; reads only."""
     problems: list[str] = []
+    edited: frozenset[tuple[str, str]] = frozenset()
     try:
         entries = read_entries(paths.quarantine)
+        # Edits made outside the court: shown, not recorded (this reads only); the next
+        # change or `skill-court list` records them.
+        outside = peek_edits(paths.quarantine)
+        if outside:
+            edited = outside.pairs
+            problems.append(f"{paths.quarantine} was edited outside the court ({'; '.join(outside.parts())}); "
+                            "`skill-court list` records the edit in its history")
     except QuarantineFileError as exc:
         entries = []
         problems.append(str(exc))
@@ -241,7 +250,9 @@ def court_state(paths: Paths) -> dict[str, Any]:
                              "generated_at": utc_now(), "problems": problems, "skills": [],
                              "spend_today": {"date": utc_now()[:10], "auto_trials": 0, "spend_usd": 0.0,
                                              "judge_tokens": 0, "source": "no store yet"},
-                             "other_entries": [_entry(e) for e in entries]}
+                             "other_entries": [{**(_entry(e) or {}), "edited_outside": e.key in edited}
+                                               for e in entries],
+                             "edited_outside": sorted(list(pair) for pair in edited)}
     if not paths.store.exists():
         problems.append(f"no store at {paths.store} yet: `hermes court trial SKILL` (or pytest --skill-court) "
                         "makes the verdicts shown here")
@@ -285,7 +296,8 @@ def court_state(paths: Paths) -> dict[str, Any]:
                 "changed": report.changed if report else "unknown",
                 "changed_detail": report.changed_detail if report else "",
                 "automatic": is_automatic(info.get("argv")) or row["trial"] in marked,
-                "quarantine": _entry(hiding),
+                "quarantine": None if hiding is None else {**(_entry(hiding) or {}),
+                                                           "edited_outside": hiding.key in edited},
                 "appeal": appeal_view(store, row["skill"], row["model"]),
             })
         skills = []
@@ -294,7 +306,8 @@ def court_state(paths: Paths) -> dict[str, Any]:
             skills.append({"skill": skill, "worst": verdicts[0]["kind"], "verdicts": verdicts})
         skills.sort(key=lambda g: (harm_rank(g["worst"]), g["skill"]))
         state["skills"] = skills
-        state["other_entries"] = [_entry(e) for e in entries if (e.skill, model_key(e.model)) not in shown]
+        state["other_entries"] = [{**(_entry(e) or {}), "edited_outside": e.key in edited}
+                                  for e in entries if (e.skill, model_key(e.model)) not in shown]
         state["spend_today"] = spend_today(store, rows, home=paths.hermes_home, marked=marked)
     finally:
         store.close()
@@ -307,7 +320,8 @@ def court_state(paths: Paths) -> dict[str, Any]:
 def quarantine_skill(paths: Paths, skill: str, model: str, reason: str = DASHBOARD_REASON) -> dict[str, Any]:
     """Hide ``skill`` from ``model`` by hand (``skill-court quarantine``)."""
     try:
-        entry = quarantine(paths.quarantine, skill, model=model, reason=reason)
+        entry = quarantine(paths.quarantine, skill, model=model, reason=reason, via="dashboard",
+                           detail={"command": "dashboard: quarantine"})
     except ValueError as exc:
         raise Refused(str(exc), 400) from None
     except QuarantineFileError as exc:
@@ -318,7 +332,8 @@ def quarantine_skill(paths: Paths, skill: str, model: str, reason: str = DASHBOA
 def release_skill(paths: Paths, skill: str, model: str) -> dict[str, Any]:
     """Remove the entry of ``skill`` for ``model`` (``skill-court release --model``)."""
     try:
-        removed = release(paths.quarantine, skill, model=model)
+        removed = release(paths.quarantine, skill, model=model, via="dashboard",
+                          detail={"command": "dashboard: release"})
     except QuarantineFileError as exc:
         raise Refused(str(exc)) from None
     if not removed:

@@ -31,5 +31,6 @@ def assert_still_linked(link: Path, target: Path) -> None:
     assert target.is_file() and not target.is_symlink()
     assert target.stat().st_mode & 0o777 == 0o640  # the target's mode is kept
     leftovers = sorted(p.name for p in target.parent.iterdir())
-    assert leftovers == ["quarantine.json", "quarantine.json.lock"], leftovers  # no temp file left
+    # no temp file left; the history's store is beside the file the link points to
+    assert leftovers == ["court.db", "quarantine.json", "quarantine.json.lock"], leftovers
     assert sorted(p.name for p in link.parent.iterdir()) == ["quarantine.json"]  # nothing beside the link
