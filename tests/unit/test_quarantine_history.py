@@ -104,6 +104,30 @@ def test_dashboard_quarantine_and_release_leave_rows_by_the_dashboard(tmp_path: 
         ("quarantine", "tone-guide", "*", ME, "dashboard"), ("release", "tone-guide", "*", ME, "dashboard")]
 
 
+def test_dashboard_routes_leave_rows_by_the_dashboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The routes themselves (``POST quarantine`` and ``release``), as the tab sends them."""
+    import fastapi
+    from fastapi.testclient import TestClient
+
+    from pytest_skillcourt.dashboard import secret
+    from pytest_skillcourt.dashboard.api import router
+
+    profile = build(tmp_path / "home")
+    monkeypatch.setenv("HERMES_HOME", str(profile.home))
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    monkeypatch.delenv("SKILL_COURT_STORE", raising=False)
+    app = fastapi.FastAPI()
+    app.include_router(router, prefix="/api/plugins/skill-court")
+    with TestClient(app) as client:
+        client.headers[secret.HEADER] = secret.ensure(secret.secret_path(profile.home), os.geteuid())[0]
+        for route in ("quarantine", "release"):
+            answer = client.post(f"/api/plugins/skill-court/{route}", json={"skill": "tone-guide", "model": "m"})
+            assert answer.status_code == 200, answer.text
+    rows = [r for r in history(profile.quarantine) if r["skill"] == "tone-guide"]
+    assert summary(rows) == [("quarantine", "tone-guide", "m", ME, "dashboard"),
+                             ("release", "tone-guide", "m", ME, "dashboard")]
+
+
 def test_dashboard_state_flags_an_edit_and_records_nothing(tmp_path: Path) -> None:
     profile = build(tmp_path / "home")
     paths = court.Paths(store=profile.store, quarantine=profile.quarantine, hermes_home=profile.home)
