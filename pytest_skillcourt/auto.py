@@ -829,7 +829,7 @@ class Runner:
         try:
             done = trial(self.layout, library, options, prog=self.prog, err=self.out)
         except RunnerUnavailable as exc:
-            return self._runner_unavailable(change, str(exc))
+            return self._runner_unavailable(change, exc)
         except TrialUsageError as exc:
             text = str(exc)
             if "no tasks" in text:
@@ -916,16 +916,22 @@ class Runner:
             with editing_state(self.home) as state:
                 _charge(state, self.clock(), spend, tokens)
 
-    def _runner_unavailable(self, change: Mapping[str, Any], why: str) -> Step:
+    def _runner_unavailable(self, change: Mapping[str, Any], exc: RunnerUnavailable) -> Step:
         """The agent the trial must run in cannot run here: never tried in another one.
         The change waits (a new runner takes it up once that is fixed), and whoever changed
         the skill is told why and the fix, once (not again while the reason is the same)."""
-        text = (f"skill-court: no automatic trial of '{change['skill']}' until this is fixed: {why} "
-                f"(or choose the agent: {self.settings_command} --agent NAME)")
+        settings = f"{self.prog} {self.settings_command}"
+        reason = (exc.reason or str(exc)).replace("--skill-court-sandbox docker", f"`{settings} --sandbox docker`") \
+            .replace("--skill-court-agent builtin", f"`{settings} --agent builtin`")
+        text = (f"skill-court: no automatic trial of '{change['skill']}': it is tried in "
+                f"{'Hermes itself (the hermes runner)' if exc.agent == 'hermes' else exc.agent or 'its agent'}, "
+                f"which cannot run on the {exc.backend or 'chosen'} sandbox here: {reason} It waits until that "
+                f"is fixed; to try it in the built-in agent instead: `{settings} --agent builtin` (its verdicts "
+                "are then about that agent, not your Hermes).")
         with editing_state(self.home) as state:
             if not any(n.get("kind") == "runner" and n.get("text") == text for n in state["notices"]):
                 add_notice(state, change, text, now=self.clock(), kind="runner")
-        return self._wait(change, why)
+        return self._wait(change, str(exc))
 
     def _wait(self, change: Mapping[str, Any], why: str) -> Step:
         self._set(change["id"], status="waiting", detail=why, waiting_since=self.clock())

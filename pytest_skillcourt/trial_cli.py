@@ -90,6 +90,14 @@ class RunnerUnavailable(TrialUsageError):
     fix.  Never a reason to try the skills in another agent: a verdict is about the agent
     that ran."""
 
+    def __init__(self, message: str, *, agent: str = "", backend: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.backend = backend
+        #: the runner's own words (``--skill-court-*`` option names), for a caller that
+        #: says the fix in its own terms (automatic trials: ``auto on ...``)
+        self.reason = reason
+
 
 #: The runner a Hermes library is tried in when ``--agent`` names none: Hermes itself.
 HERMES_RUNNER = "hermes"
@@ -276,7 +284,7 @@ def check_runner(layout: Layout, options: TrialOptions, *, chosen: bool) -> None
              " Or pass --agent builtin to try it with the built-in agent instead: its verdicts are about that "
              "agent, not your Hermes.")
     raise RunnerUnavailable(f"{why} cannot run on the {backend} sandbox here, so nothing was tried: "
-                            f"{trial_flags(reason)}{other}")
+                            f"{trial_flags(reason)}{other}", agent=HERMES_RUNNER, backend=backend, reason=reason)
 
 
 # -- the pytest session ----------------------------------------------------------------------

@@ -291,8 +291,11 @@ def test_an_automatic_trial_whose_hermes_cannot_run_waits_and_says_so_once(home:
     assert session.calls == []
     assert state["changes"][0]["status"] == "waiting"
     (notice,) = state["notices"]
-    assert "no automatic trial of 'house-format' until this is fixed" in notice["text"]
-    assert "/root is 0700" in notice["text"] and "auto on --agent NAME" in notice["text"]
+    text = notice["text"]
+    assert text.startswith("skill-court: no automatic trial of 'house-format': it is tried in Hermes itself")
+    assert "cannot run on the local sandbox here" in text and "/root is 0700" in text
+    assert "or `hermes court auto on --sandbox docker`." in text  # the fix in the settings' own terms
+    assert "to try it in the built-in agent instead: `hermes court auto on --agent builtin`" in text
 
 
 # -- appeals -----------------------------------------------------------------------------------------
