@@ -325,3 +325,67 @@ def test_appeal_agent_and_image_only_with_a_new_appeal(tmp_path: Path, capsys: p
     code = cli.main(["appeal", "apply", SKILL, "--model", "m", "--agent", "builtin",
                      "--store", str(tmp_path / "none.db")])
     assert code == 2 and "--agent and --image choose how a new appeal's draft is tried" in capsys.readouterr().err
+
+
+def test_appeal_agent_and_image_reach_the_drafts_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_skillcourt.store import Store
+
+    Store(tmp_path / "court.db").close()
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(appeal, "find_verdict", lambda store, skill, model: {"trial": "t", "model": model})
+
+    def make_appeal(store: Any, skill: str, model: str, **kw: Any) -> appeal.AppealResult:
+        seen.update(kw)
+        return appeal.AppealResult(7, appeal.DENIED, "the draft still hurts", "")
+
+    monkeypatch.setattr(appeal, "make_appeal", make_appeal)
+    code = cli.main(["appeal", SKILL, "--model", "m", "--store", str(tmp_path / "court.db"), "--agent", "hermes",
+                     "--image", "py:offline", "--pytest-arg=--skill-court-sandbox=docker"])
+    assert code == 1 and "DENIED" in capsys.readouterr().out
+    assert seen["pytest_args"] == ["--skill-court-agent=hermes", "--skill-court-image=py:offline",
+                                   "--skill-court-sandbox=docker"]
+
+
+def test_the_drafts_trial_command_carries_the_verdicts_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """make_appeal itself: the pytest command of the draft's trial inherits the verdict
+    session's runner and image (the parts before it stood in for: no model, no scan)."""
+    library = tmp_path / "h" / "skills"
+    folder = write_skill(library, SKILL, "How we format totals")
+    project = appeal.Project(rootdir=tmp_path / "h" / "plugin-data" / "skill-court", library=library,
+                             folder=folder, suite=f"suites/{SKILL}.yaml")
+    row = {"trial": "t", "model": "custom/m", "id": 1, "skill_hash": "h",
+           "data": {"cause": {"cause": "misled", "line": "Follow the house rules."}}}
+    argv = ["-c", "/h/skill-court.toml", "--skill-court-agent=hermes", "--skill-court-hermes-profile=/h",
+            "--skill-court-image=py:offline", "--skill-court-model=custom/m"]
+
+    class FakeStore:
+        path = str(tmp_path / "court.db")
+
+        def trial_info(self, trial: str) -> dict[str, Any]:
+            return {"argv": argv, "rootdir": str(project.rootdir)}
+
+    draft = (folder / "SKILL.md").read_text().replace("Follow the house rules.", "Write totals as TOTAL-N.")
+    monkeypatch.setattr(appeal, "find_verdict", lambda store, skill, model: row)
+    monkeypatch.setattr(appeal, "locate", lambda store, r: project)
+    monkeypatch.setattr(appeal, "hash_folder", lambda *a: "h")
+    monkeypatch.setattr(appeal, "guard_available", lambda: None)
+    monkeypatch.setattr(appeal, "failing_task", lambda *a: "Question 1.")
+    monkeypatch.setattr(appeal, "write_draft", lambda *a, **k: appeal.Draft(text=draft, judge_model="custom/m",
+                                                                            input_tokens=1, output_tokens=1))
+    monkeypatch.setattr(appeal, "check_draft", lambda *a, **k: [])
+    monkeypatch.setattr(appeal, "scan_folder", lambda folder: None)
+    commands: list[list[str]] = []
+
+    def run_trial(cmd: list[str], **kw: Any) -> dict[str, Any]:
+        commands.append(cmd)
+        raise appeal.AppealError("stop here")
+
+    monkeypatch.setattr(appeal, "run_trial", run_trial)
+    with pytest.raises(appeal.AppealError, match="stop here"):
+        appeal.make_appeal(FakeStore(), SKILL, "custom/m", client_for=lambda label: None, judge_model=None,
+                           base_url=None, pytest_args=["--skill-court-image=py:given"])
+    (cmd,) = commands
+    assert "--skill-court-agent=hermes" in cmd and "--skill-court-hermes-profile=/h" in cmd
+    assert cmd[cmd.index("-c") + 1] == "/h/skill-court.toml"
+    assert "--skill-court-image=py:given" in cmd and "--skill-court-image=py:offline" not in cmd
