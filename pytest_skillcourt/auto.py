@@ -643,10 +643,13 @@ def notice_text(verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_mode
         if cause.get("line"):
             lines.append(f"  skill line: {cause['line']}")
     q = doc.get("quarantine") or {}
+    # the file itself: a command copied into another shell (another profile) must still undo it
+    where = f" --quarantine {shlex.quote(str(q['file']))}" if q.get("file") else ""
     for entry in q.get("set") or []:
         if entry.get("skill") == skill:
             lines.append(f"  hidden from {entry['model']}: '{skill}' (index, skills_list, skill_view); show it "
-                         f"again: {prog} release {shlex.quote(skill)} --model {shlex.quote(str(entry['model']))}")
+                         f"again: {prog} release {shlex.quote(skill)} --model {shlex.quote(str(entry['model']))}"
+                         f"{where}")
     for entry in q.get("lifted") or []:
         if entry.get("skill") == skill:
             lines.append(f"  the quarantine this court's trial set for {entry['model']} is lifted: the changed "
@@ -654,7 +657,7 @@ def notice_text(verdict: Mapping[str, Any], doc: Mapping[str, Any], *, hand_mode
     if kind != "HURTS":
         for hand in hand_models:
             lines.append(f"  a quarantine set by hand for {hand} stays (trials never lift one): "
-                         f"{prog} release {shlex.quote(skill)} --model {shlex.quote(hand)}")
+                         f"{prog} release {shlex.quote(skill)} --model {shlex.quote(hand)}{where}")
     if appeal:
         if appeal.get("decision") == "granted":
             lines.append(f"  proven fix: appeal #{appeal.get('appeal_id')} ({appeal.get('reason')}); see it with "

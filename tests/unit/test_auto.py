@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,33 @@ def test_the_notice_names_skill_model_numbers_cause_hiding_and_fix() -> None:
                              hand_models=["other"], prog="hermes court", appeal=None)
     assert "is lifted: the changed skill no longer hurts" in helps
     assert "a quarantine set by hand for other stays" in helps
+
+
+def test_the_notices_release_commands_work_as_printed_from_anywhere(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32 row 12: the release a notice prints names the file the trial changed, so it
+    works from a shell whose profile (or folder) is another one."""
+    from pytest_skillcourt import quarantine as q
+
+    qfile = tmp_path / "profile" / "plugin-data" / "skill-court" / "quarantine.json"
+    q.quarantine(qfile, SKILL, model="m")
+    q.quarantine(qfile, SKILL, model="other")
+    verdict = {"skill": SKILL, "model": "custom/m", "verdict": {"kind": "HURTS", "line": "down"}}
+    doc = {"quarantine": {"file": str(qfile), "set": [{"skill": SKILL, "model": "m"}], "lifted": []}}
+    text = auto.notice_text(verdict, doc, hand_models=[], prog="hermes court", appeal=None)
+    helps = auto.notice_text({**verdict, "verdict": {"kind": "HELPS", "line": "up"}}, doc, hand_models=["other"],
+                             prog="hermes court", appeal=None)
+    commands = [text.split("show it again: ", 1)[1].splitlines()[0],
+                helps.split("trials never lift one): ", 1)[1].splitlines()[0]]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "another-profile"))
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    for command in commands:
+        words = shlex.split(command)
+        assert words[:3] == ["hermes", "court", "release"]
+        assert cli.main(words[2:]) == 0, capsys.readouterr().err  # `hermes court X` is `skill-court X`
+    assert q.read_entries(qfile) == []
 
 
 # -- the session's requests --------------------------------------------------------------------
