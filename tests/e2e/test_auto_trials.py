@@ -187,7 +187,7 @@ def profile(tmp_path: Path, bwrap_ok: None, sandbox_tmp: Path) -> Any:
 def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profile: Profile) -> None:
     if shutil.which("tmux") is None:
         pytest.fail("tmux is not installed (tests/run_all.sh installs it)")
-    on = profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home))
+    on = profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--hermes-home", str(profile.home))
     assert on.returncode == 0, on.stderr
     started = time.monotonic()
 
@@ -310,7 +310,7 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
         tmp_path: Path, bwrap_ok: None, sandbox_tmp: Path) -> None:
     with LLMServer(scripted(delay=2.0)) as server:
         profile = Profile(tmp_path, server, sandbox_tmp)
-        assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
+        assert profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
         profile.session_that_writes_the_skill()
         state = profile.wait(lambda s: any(c["status"] == "running" for c in s["changes"]), 120)
         pid = int(state["runner"]["pid"])
@@ -365,7 +365,7 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
 def test_the_daily_budget_stops_new_work_and_says_so(tmp_path: Path, bwrap_ok: None, sandbox_tmp: Path) -> None:
     with LLMServer(scripted(cost=0.01)) as server:
         profile = Profile(tmp_path, server, sandbox_tmp)
-        assert profile.court("auto", "on", "--sandbox", "local", "--budget", "0.02",
+        assert profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--budget", "0.02",
                              "--hermes-home", str(profile.home)).returncode == 0
         profile.session_that_writes_the_skill()
         state = profile.wait(closed)
@@ -389,7 +389,7 @@ def test_the_daily_budget_stops_new_work_and_says_so(tmp_path: Path, bwrap_ok: N
 @pytest.mark.hermes
 def test_a_patched_skill_that_no_longer_hurts_is_shown_again_but_a_hand_set_quarantine_stays(
         profile: Profile) -> None:
-    assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
+    assert profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
     profile.session_that_writes_the_skill()
     profile.wait(closed)
     (entry,) = q.read_entries(profile.data / "quarantine.json")
@@ -419,7 +419,7 @@ def test_a_local_model_without_a_price_is_tried_as_free(tmp_path: Path, bwrap_ok
     budget"; a paid provider with no price still stops them: auto.py ``_unpriced``)."""
     with LLMServer(scripted(cost=None)) as server:
         profile = Profile(tmp_path, server, sandbox_tmp)
-        assert profile.court("auto", "on", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
+        assert profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
         profile.session_that_writes_the_skill()
         state = profile.wait(closed)
         (change,) = state["changes"]

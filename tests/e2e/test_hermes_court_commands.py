@@ -14,9 +14,9 @@ import pytest
 
 from pytest_skillcourt import quarantine as q
 from pytest_skillcourt.agent import hermes_runner
-from tests.e2e.test_hermes_runner_local import reachable_hermes  # noqa: F401 (a fixture)
 from tests.support import REPO
 from tests.support.builders import hurting_model, sees_skill, write_skill
+from tests.support.hermes_local import reachable_hermes  # noqa: F401 (a fixture)
 from tests.support.hermes_setups import plugin_path_entry
 from tests.support.llm_server import LLMServer, turn
 from tests.support.sandbox_image import require_hermes

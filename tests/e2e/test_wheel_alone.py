@@ -205,8 +205,10 @@ def test_d_skill_court_trial_on_a_hermes_home(venv: WheelVenv, server: LLMServer
         check_clean(added, "skill-court tasks add")
         assert added.returncode == 0, added.stdout + added.stderr
 
-    done = venv.run("skill-court", "trial", SKILL, "--model", MODEL, "--base-url", server.base_url,
-                    "--sandbox", "local", "--allow-unpriced", "--timeout", "60", cwd=work, env=env)
+    # The scripted model drives the built-in agent (a Hermes home's default is Hermes itself,
+    # which the venv of the wheel alone does not have).
+    done = venv.run("skill-court", "trial", SKILL, "--agent", "builtin", "--model", MODEL, "--base-url",
+                    server.base_url, "--sandbox", "local", "--allow-unpriced", "--timeout", "60", cwd=work, env=env)
 
     check_session(done, "skill-court trial", {SKILL: "HELPS"})
     log = hermes / "plugin-data" / "skill-court" / "last-trial.log"
