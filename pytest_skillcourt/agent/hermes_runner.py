@@ -514,7 +514,10 @@ def build_config(profile_cfg: Mapping[str, Any], ctx: RunContext, *, container_c
     skills = dict(cfg["skills"]) if isinstance(cfg.get("skills"), dict) else {}
     platform_disabled = skills.get("platform_disabled")
     cli_disabled = platform_disabled.get("cli") if isinstance(platform_disabled, dict) else None
-    skills["disabled"] = sorted(_names(skills.get("disabled")) | _names(cli_disabled) | set(ctx.hidden))
+    # The profile's switched-off skills stay off in both arms, except the skill on trial: it is
+    # tried as if enabled (as `skill-court trial` says), so only the arm decides whether it shows.
+    profile_off = (_names(skills.get("disabled")) | _names(cli_disabled)) - {ctx.suite.skill}
+    skills["disabled"] = sorted(profile_off | set(ctx.hidden))
     skills.pop("external_dirs", None)  # the library is the whole skill set
     skills["inline_shell"] = False  # would run SKILL.md snippets on the host
     cfg["skills"] = skills

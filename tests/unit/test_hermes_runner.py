@@ -333,3 +333,21 @@ def test_the_hermes_runner_is_registered_with_its_labels_and_check() -> None:
     assert runner is hr.RUNNER and runner.name == "hermes"
     assert runner.labels("run-a") == hr.hermes_sandbox_labels("run-a")
     assert runner.check("local") == hr.hermes_reason("local")
+
+
+@pytest.mark.parametrize("arm", ["with", "without"])
+def test_a_skill_the_profile_switches_off_is_tried_as_if_enabled(tmp_path: Path, arm: str) -> None:
+    """The profile's ``skills.disabled`` naming the skill on trial does not hide it from the
+    ``with`` arm (the arms must differ in the skill alone); the profile's other switched-off
+    skills stay off in both arms."""
+    prof = write_profile(tmp_path)
+    config = yaml.safe_load((prof / "config.yaml").read_text())
+    config["skills"]["disabled"] = ["old-one", SKILL]
+    (prof / "config.yaml").write_text(yaml.safe_dump(config))
+    ctx = make_ctx(tmp_path, prof, arm)
+    hh = hr.make_hermes_home(ctx, hr.profile_name(f"run-{arm}"), GRANT, parent=str(tmp_path))
+    try:
+        disabled = yaml.safe_load((hh.hermes_home / "config.yaml").read_text())["skills"]["disabled"]
+        assert disabled == sorted({"cli-off", "old-one"} | ({SKILL} if arm == "without" else set()))
+    finally:
+        hr.shutil.rmtree(hh.root)
