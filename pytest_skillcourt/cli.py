@@ -1192,6 +1192,17 @@ def _appeal_quarantine(args: argparse.Namespace, rootdir: str | None) -> Path:
     return quarantine_of_rootdir(Path(rootdir))
 
 
+def _appeal_hint(args: argparse.Namespace, action: str, skill: str, appeal_id: object) -> str:
+    """The ``appeal apply|undo`` command to print: with the ``--store`` and ``--quarantine``
+    this command was given (as absolute paths), so it works as printed from any folder."""
+    words = [_prog(args), "appeal", action, skill, "--model", args.model, "--appeal", str(appeal_id)]
+    if getattr(args, "store", None):
+        words += ["--store", str(Path(args.store).expanduser().resolve())]
+    if getattr(args, "quarantine", None):
+        words += ["--quarantine", str(Path(args.quarantine).expanduser().resolve())]
+    return " ".join(shlex.quote(w) if i else w for i, w in enumerate(words))
+
+
 def _confirm(args: argparse.Namespace) -> Callable[[str], bool]:
     def confirm(diff: str) -> bool:
         (_err if getattr(args, "as_json", False) else _out)(diff.rstrip("\n"))  # --json: stdout is the document
@@ -1252,16 +1263,14 @@ def cmd_appeal(args: argparse.Namespace) -> int:
             if args.as_json:
                 _json({"applied": found["id"], "skill_md": found["skill_md"], "quarantine": str(qfile),
                        "lifted": [e.to_dict() for e in lifted],
-                       "undo": f"{_prog(args)} appeal undo {shlex.quote(skill)} --model {shlex.quote(args.model)} "
-                               f"--appeal {found['id']}"})
+                       "undo": _appeal_hint(args, "undo", skill, found["id"])})
                 return EXIT_OK
             _out(f"Applied appeal {found['id']}: {found['skill_md']} now holds the draft.")
             for entry in lifted:
                 _out(f"Lifted the quarantine of {entry.skill} for model {entry.model} (set by trial) in {qfile}.")
             if not lifted:
                 _out(f"No quarantine entry set by a trial hid it from {found['model']} in {qfile}.")
-            _out(f"Undo: {_prog(args)} appeal undo {shlex.quote(skill)} --model {shlex.quote(args.model)} "
-                 f"--appeal {found['id']}")
+            _out_lines(command_lines("Undo: ", _appeal_hint(args, "undo", skill, found["id"]), terminal_width()))
             return EXIT_OK
         qfile = Path(args.quarantine).expanduser() if getattr(args, "quarantine", None) else Path(
             found["data"].get("quarantine") or _appeal_quarantine(args, rootdir))
@@ -1305,8 +1314,7 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
 
     result = ap.make_appeal(store, skill, args.model, client_for=client_for, judge_model=args.judge_model,
                             base_url=for_trial, pytest_args=pytest_args, say=_err if args.as_json else _out)
-    apply = (f"{_prog(args)} appeal apply {shlex.quote(skill)} --model {shlex.quote(args.model)} "
-             f"--appeal {result.appeal_id}") if result.decision == ap.GRANTED else None
+    apply = _appeal_hint(args, "apply", skill, result.appeal_id) if result.decision == ap.GRANTED else None
     if args.as_json:  # draft_verdict: its kind, as in `appeal show` and `report` (the whole one: show's data)
         _json({"appeal": result.appeal_id, "skill": skill, "model": row["model"], "decision": result.decision,
                "reason": result.reason, "diff": result.diff, "draft_trial": result.draft_trial,
@@ -1319,7 +1327,7 @@ def _appeal_make(args: argparse.Namespace, store: Any, skill: str) -> int:
     _out(result.diff.rstrip("\n"))
     if apply:
         _out()
-        _out(f"Apply: {apply}")
+        _out_lines(command_lines("Apply: ", apply, terminal_width()))
         return EXIT_OK
     return EXIT_GATE
 

@@ -244,7 +244,8 @@ def test_refused_denied_and_unappealable(court: Court, capsys: pytest.CaptureFix
     assert made == {"appeal": 1, "skill": SKILL, "model": f"custom/{MODEL}", "decision": "granted",
                     "reason": made["reason"], "diff": made["diff"], "draft_trial": made["draft_trial"],
                     "draft_verdict": "NEUTRAL", "problems": [],
-                    "apply": f"skill-court appeal apply {SKILL} --model {MODEL} --appeal 1"}
+                    "apply": f"skill-court appeal apply {SKILL} --model {MODEL} --appeal 1 "
+                             f"--store {court.store} --quarantine {court.qfile}"}
     assert "success with the skill 100% (the original: 0%)" in made["reason"]
     assert f"-{BAD}" in made["diff"] and "+Write totals as TOTAL-<n>." in made["diff"]
     with _open(court.store) as store:

@@ -175,13 +175,14 @@ def test_appeal_apply_and_undo_json(granted: Granted, capsys: pytest.CaptureFixt
     applied = json.loads(out.out)
     assert applied == {"applied": granted.id, "skill_md": str(granted.skill_md), "quarantine": str(granted.qfile),
                        "lifted": [granted.entry.to_dict()],
-                       "undo": f"skill-court appeal undo {SKILL} --model m --appeal {granted.id}"}
+                       "undo": f"skill-court appeal undo {SKILL} --model m --appeal {granted.id} "
+                               f"--store {granted.db} --quarantine {granted.qfile}"}
     assert "+new line" in out.err  # the diff it shows: on stderr, stdout is the document
     assert granted.skill_md.read_bytes() == granted.draft and read_entries(granted.qfile) == []
     # The undo command it names is one that runs.
     undo = shlex.split(applied["undo"])
     assert undo[0] == "skill-court"
-    assert main(["--quarantine", str(granted.qfile), *undo[1:], "--store", str(granted.db), "--json"]) == 0
+    assert main([*undo[1:], "--json"]) == 0  # as printed: the store and quarantine file it names
     undone = document(capsys)
     assert undone == {"undone": granted.id, "skill_md": str(granted.skill_md), "quarantine": str(granted.qfile),
                       "quarantined_again": [granted.entry.to_dict()]}
