@@ -111,6 +111,15 @@ TOKEN_RESAMPLES = 4000
 MAX_LATTICE = 2520
 #: How many extra tasks the hint looks ahead before giving up.
 HINT_MAX_EXTRA = 200
+#: The judge's false-win rate w on identical runs (a pair judged in both orders; a run
+#: wins only when both orders pick it) up to which judged pairs keep the calibrated
+#: false-verdict rate.  A blind judge wins each arm with w/2 and ties otherwise, which is
+#: exactly the calibration's null at the success level p with 2 p (1 - p) = w: every w
+#: in [0.095, 0.5] is a level of its grid (0.2..0.95), and a smaller w (a better judge)
+#: is the grid's high end.  Two calls on identical runs see the same material, so
+#: whatever the judge's position bias (A with a, B with b) w = 2 a b <= 0.5.  The bench
+#: measures w through the real judge code (``python bench/sequential.py --judge-null``).
+JUDGE_FALSE_WIN_COVERED = 0.5
 
 
 class VerdictKind(str, Enum):
@@ -156,6 +165,9 @@ class Verdict:
     token_ci: tuple[float, float] | None
     hint: str | None
     seed: int
+    #: with judged pairs: the judge's false-win rate on identical runs up to which the
+    #: calibrated false-verdict rate (<= 5%) holds for them (``JUDGE_FALSE_WIN_COVERED``)
+    judge_false_win_bound: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (kind as its value, tuples as lists)."""
@@ -170,13 +182,14 @@ class Verdict:
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
         """Inverse of ``to_dict``; raises ValueError naming a missing field."""
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in d]
+        optional = {"judge_false_win_bound"}  # verdicts stored before it was kept have none
+        missing = [n for n in names if n not in d and n not in optional]
         if missing:
             raise ValueError(
                 f"verdict dict: missing field(s) {missing}; expected the keys of Verdict.to_dict() "
                 f"({names}); got {sorted(d)}. Fix: store verdicts with Verdict.to_dict()."
             )
-        kw = {n: d[n] for n in names}
+        kw = {n: d[n] for n in names if n in d}
         try:
             kw["kind"] = VerdictKind(d["kind"])
         except ValueError:
@@ -442,25 +455,33 @@ def t_interval(ev: SuccessEvidence, n: int, confidence: float) -> tuple[float, f
     return (ev.mean - half, ev.mean + half)
 
 
-def success_interval(ev: SuccessEvidence, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def success_interval(ev: SuccessEvidence, n: int, confidence: float = 0.95,
+                     rule: tuple[bool, float, float] | None = None) -> tuple[float, float]:
     """The success interval of n tasks distributed like ``ev``, clipped to [-1, 1]: the
     percentile interval at the cell's tail (``success_rule``), and with the guard the
-    hull of it and the t interval."""
-    guard, tail = success_rule(n, ev.equal_reps, confidence)
+    hull of it and the t interval.  ``rule``: ``(guard, tail, t confidence)`` instead of
+    the cell's (a look of the sequential rule)."""
+    guard, tail, t_conf = rule if rule is not None else (*success_rule(n, ev.equal_reps, confidence), confidence)
     b = bootstrap_interval(ev, n, 2 * tail)
     if not guard:
         return (max(-1.0, b[0]), min(1.0, b[1]))
-    t = t_interval(ev, n, confidence)
+    t = t_interval(ev, n, t_conf)
     return (max(-1.0, min(b[0], t[0])), min(1.0, max(b[1], t[1])))
 
 
 def _success_sign(ev: SuccessEvidence, n: int, confidence: float) -> int:
     """+1 / -1 when the success interval excludes 0, else 0 (the verdict itself, and
     every hint's "what if", so both use the same rule for the same cell)."""
-    guard, tail = success_rule(n, ev.equal_reps, confidence)
+    return _rule_sign(ev, n, (*success_rule(n, ev.equal_reps, confidence), confidence))
+
+
+def _rule_sign(ev: SuccessEvidence, n: int, rule: tuple[bool, float, float]) -> int:
+    """+1 / -1 when the rule ``(guard, tail, t confidence)`` calls a direction, else 0: a
+    bootstrap tail below ``tail``, and with the guard only where the t interval agrees."""
+    guard, tail, t_conf = rule
     t_sign = 0
     if guard:
-        lo_t, hi_t = t_interval(ev, n, confidence)
+        lo_t, hi_t = t_interval(ev, n, t_conf)
         t_sign = 1 if lo_t > 0 else -1 if hi_t < 0 else 0
         if t_sign == 0:
             return 0
@@ -613,14 +634,98 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+@dataclass(frozen=True)
+class Stop:
+    """Where the sequential rule ended a trial (:func:`sequential_path`)."""
+
+    kind: str  # "helps", "hurts", "futility", "early-stop"; "" when it reached its last look
+    look: int  # the tasks it used (with outcomes), in order
+    planned: int  # the tasks of the order
+    pairs: tuple[PairOutcome, ...]  # the pairs of those tasks
+
+
+def _look_order(pairs: Sequence[PairOutcome], order: Sequence[str]) -> tuple[list[list[PairOutcome]], int]:
+    """The pairs by task in look order (the tasks of ``order`` first, then any other task
+    with pairs, by id), and the number of planned tasks."""
+    by: dict[str, list[PairOutcome]] = {}
+    for p in pairs:
+        by.setdefault(p.task_id, []).append(p)
+    listed = list(dict.fromkeys(order))
+    seen = set(listed)
+    ids = [t for t in listed if t in by] + sorted(t for t in by if t not in seen)
+    return [by[t] for t in ids], len(seen | set(by))
+
+
+def _look(used: Sequence[PairOutcome], j: int, planned: int, token_margin: float, confidence: float,
+          first_four: bool = False) -> str:
+    """What look j of ``planned`` tasks says (``stats/sequential.py``): "helps", "hurts",
+    "early-stop", "futility", or "" to go on.  ``first_four``: the tasks used are the first
+    four of the order (the seed's early stop looks at those only)."""
+    from pytest_skillcourt.stats import sequential as seq
+
+    tasks = _summarize(used)
+    d = [a - b for a, b in zip(tasks.sw, tasks.so)]
+    reps = set(tasks.reps)
+    if all(x == d[0] for x in d) and len(reps) == 1:  # every task alike: no numpy needed
+        r = reps.pop()
+        lat = min(r, MAX_LATTICE)
+        pmf = [0.0] * (2 * lat + 1)
+        pmf[lat + round(d[0] * lat)] = 1.0
+        ev = SuccessEvidence(tuple(pmf), lat, d[0], 0.0, float(r), r)
+    else:
+        ev = success_evidence(d, tasks.reps)
+    rule = seq.interim_rule(j, ev.equal_reps, confidence, planned)
+    if rule is not None:
+        sign = _rule_sign(ev, j, rule)
+        if sign:
+            return "helps" if sign > 0 else "hurts"
+    if j == EARLY_STOP_TASKS and first_four and early_stop_holds(used, token_margin=token_margin):
+        return "early-stop"
+    if seq.success_futile(ev.mean, ev.var(j), j, planned, ev.reps_mean, confidence):
+        lrs = [math.log(x) for x in tasks.ratio if x is not None]
+        if seq.tokens_futile(lrs, j, planned, token_margin, confidence):
+            return "futility"
+    return ""
+
+
+def sequential_path(pairs: Sequence[PairOutcome], order: Sequence[str], *, token_margin: float = TOKEN_MARGIN,
+                    confidence: float = 0.95) -> Stop:
+    """Walk the looks of the sequential rule over ``pairs`` in ``order`` (the planned tasks,
+    in the order fixed before the runs; tasks with pairs not in it come last, by id) and
+    return where it stopped.
+
+    A task without pairs (no outcome in both arms) is passed over.  Look j (j tasks with
+    outcomes, 3 <= j < planned) may stop for HELPS or HURTS, and from 4 tasks for
+    NEUTRAL (futility, or the seed's early stop at 4); only looks before the last planned
+    task can stop.  The session asks it of the pairs of the tasks before a run's task once
+    they are final: a stop there is the stop ``decide`` finds over every pair, whatever
+    else ran, so the verdict does not depend on scheduling."""
+    from pytest_skillcourt.stats import sequential as seq
+
+    by_task, planned = _look_order(pairs, order)
+    first = list(dict.fromkeys(order))[:EARLY_STOP_TASKS]
+    used: list[PairOutcome] = []
+    for index, task_pairs in enumerate(by_task):
+        used.extend(task_pairs)
+        j = index + 1
+        if seq.FIRST_LOOK <= j < planned:
+            four = j == EARLY_STOP_TASKS and [t[0].task_id for t in by_task[:j]] == first
+            kind = _look(used, j, planned, token_margin, confidence, four)
+            if kind:
+                return Stop(kind, j, planned, tuple(used))
+    return Stop("", len(by_task), planned, tuple(used))
+
+
 def decide(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN, confidence: float = 0.95,
            early_stop_tasks: Sequence[str] | None = None) -> Verdict:
     """The verdict for one skill on one model from all its recorded pairs.
 
-    The order of ``pairs`` does not matter.  ``early_stop_tasks``: ids of the
-    first four tasks in suite order; when ``early_stop_holds`` on their pairs
-    (and each of them has a pair, at least 3 tasks), the verdict is NEUTRAL
-    with basis "early-stop" from those tasks only, whatever else was run.
+    The order of ``pairs`` does not matter.  ``early_stop_tasks``: the selected tasks
+    in the order they are looked at (the sequential rule, ``stats/sequential.py``):
+    the verdict is that of the first look that stops (HELPS or HURTS on a stricter
+    tail, NEUTRAL when the rest are unlikely to decide, or the seed's early stop when
+    the first four ended alike), from those tasks only, whatever else was run; else of
+    the last look over every task with outcomes.  None: every task, the fixed rule.
     """
     if token_margin <= 1:
         raise ValueError(f"decide: token_margin must be > 1, got {token_margin}")
@@ -628,13 +733,10 @@ def decide(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN, 
         raise ValueError(f"decide: confidence must be in (0, 1), got {confidence}")
     _validate(pairs)
 
-    early = False
-    if early_stop_tasks:
-        first = set(early_stop_tasks)
-        sub = [p for p in pairs if p.task_id in first]
-        if (len(first) >= MIN_TASKS and {p.task_id for p in sub} == first
-                and early_stop_holds(sub, token_margin=token_margin)):
-            pairs, early = sub, True
+    stop: Stop | None = None
+    if early_stop_tasks is not None:
+        stop = sequential_path(pairs, early_stop_tasks, token_margin=token_margin, confidence=confidence)
+        pairs = stop.pairs
 
     tasks = _summarize(pairs)
     n = len(tasks.ids)
@@ -656,7 +758,7 @@ def decide(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN, 
                        wilson_with=wilson(sum(tasks.sw), n, confidence),
                        wilson_without=wilson(sum(tasks.so), n, confidence),
                        mean_diff=mean_d, diff_ci=diff_ci, token_ratio=ratio, token_ci=token_ci,
-                       hint=hint, seed=seed)
+                       hint=hint, seed=seed, judge_false_win_bound=JUDGE_FALSE_WIN_COVERED if n_judge else None)
 
     tasks_txt = _plural(n, "task")
     if n < MIN_TASKS:
@@ -666,22 +768,49 @@ def decide(pairs: Sequence[PairOutcome], *, token_margin: float = TOKEN_MARGIN, 
                        f"needs {need} more {'task' if need == 1 else 'tasks'} with an outcome in both arms")
 
     ev = success_evidence(d, tasks.reps)
-    diff_ci = success_interval(ev, n, confidence)
+    rule: tuple[bool, float, float] | None = None
+    if stop is not None:
+        from pytest_skillcourt.stats import sequential as seq
+
+        rule = (seq.interim_rule(n, ev.equal_reps, confidence, stop.planned) if stop.kind in ("helps", "hurts")
+                else seq.final_rule(n, ev.equal_reps, confidence) if not stop.kind else None)
+    diff_ci = success_interval(ev, n, confidence, rule)
 
     token_ci: tuple[float, float] | None = None
     if len(lrs) >= MIN_TASKS:
         lo, hi = token_interval(lrs, seed, confidence)
         token_ci = (math.exp(lo), math.exp(hi))
 
-    if early:
+    # the seed's early stop: the first four tasks ended alike (also when they are all)
+    if stop is not None and stop.kind in ("early-stop", "") and n == EARLY_STOP_TASKS and stop.look == n \
+            and early_stop_holds(pairs, token_margin=token_margin):
         return verdict(VerdictKind.NEUTRAL, "early-stop",
                        f"first {tasks_txt} ended alike in both arms, tokens x{ratio:.2f} within "
                        f"x{token_margin:g} (stopped early)", diff_ci, token_ci,
                        _early_stop_hint(n, reps_typ, confidence))
+    if stop is not None and stop.kind in ("helps", "hurts"):
+        at = f"{tasks_txt}; stopped at {n} of {stop.planned}"
+        if stop.kind == "helps":
+            return verdict(VerdictKind.HELPS, "success", f"success rose from {_pct(so)} to {_pct(sw)} ({at})",
+                           diff_ci, token_ci, None)
+        return verdict(VerdictKind.HURTS, "success", f"success fell from {_pct(so)} to {_pct(sw)} ({at})",
+                       diff_ci, token_ci, None)
+    if stop is not None and stop.kind == "futility":
+        from pytest_skillcourt.stats.sequential import GAMMA
+
+        tok_txt = f", tokens x{ratio:.2f}" if ratio is not None else ""
+        rest = stop.planned - n
+        return verdict(VerdictKind.NEUTRAL, "futility",
+                       f"no clear difference after {n} of {stop.planned} tasks: success {_pct(sw)} vs {_pct(so)}, "
+                       f"diff {mean_d:+.2f} [{diff_ci[0]:+.2f}, {diff_ci[1]:+.2f}]{tok_txt} (stopped early)",
+                       diff_ci, token_ci,
+                       f"stopped early: at the trend of these {tasks_txt}, the other {_plural(rest, 'task')} had "
+                       f"less than a {100 * GAMMA:g}% chance to decide by success or by tokens "
+                       "(--skill-court-no-early-stop runs every task)")
 
     # The sign, not diff_ci's ends, decides: the same tail sums as the calibration and the
     # hints, so a float rounding at the interval's edge cannot make them disagree.
-    sign = _success_sign(ev, n, confidence)
+    sign = _rule_sign(ev, n, rule) if rule is not None else _success_sign(ev, n, confidence)
     if sign > 0:
         return verdict(VerdictKind.HELPS, "success",
                        f"success rose from {_pct(so)} to {_pct(sw)} ({tasks_txt})", diff_ci, token_ci, None)
