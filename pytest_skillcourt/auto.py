@@ -43,29 +43,17 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TextIO
 
-from . import locks, sandbox
+from . import locks
 from .atomic import write_atomic
 from .layout import HERMES_DATA, Layout, _hermes_config, hermes_layout, hermes_model
-from .mine import (
-    COMPACTION_PREFIXES,
-    REVIEW_HARNESS_PREFIXES,
-    SKILL_AUTHORING,
-    MinedTask,
-    MineError,
-    StateDBError,
-    _connect,
-    write_suite,
-)
 from .quarantine import QuarantineFileError, read_entries
-from .sandbox import docker as docker_sandbox
-from .sandbox import local as local_sandbox
-from .skills import LibraryError, load_library
-from .agent.registry import RUNNERS
 from .transcript import message_text, parse_calls, skill_name
-from .trial_cli import (PYTEST_INCOMPLETE, PYTEST_USAGE, RunnerUnavailable, TrialOptions, TrialUsageError,
-                        run_trial)
+
+if TYPE_CHECKING:  # the engine is imported where a trial runs, not when Hermes loads the plugin
+    from .mine import MinedTask
+    from .trial_cli import RunnerUnavailable, TrialOptions
 
 SETTINGS_NAME = "auto.json"
 STATE_NAME = "auto-state.json"
@@ -160,6 +148,7 @@ def check_quiet(value: Any, where: str) -> float:
 
 def check_runner(agent: Any, image: Any, sandbox: str | None, where: str) -> None:
     """An agent runner the court has, an image that is a name, and no image with the local sandbox."""
+    from .agent.registry import RUNNERS
     if agent is not None and agent not in RUNNERS:
         raise AutoError(f"{where}: agent must be one of {', '.join(RUNNERS)}, got {agent!r}; "
                         "set it with `auto on --agent NAME`")
@@ -478,6 +467,7 @@ def take_notices(home: Path, *, platform: str, chat_id: Any = None, user_id: Any
 
 def session_origin(home: Path, session_id: str) -> dict[str, Any]:
     """Where a session runs (``sessions`` of state.db: source, user_id, chat_id); CLI when unknown."""
+    from .mine import MineError, _connect
     state_db = Path(home) / "state.db"
     try:
         conn = _connect(state_db)
@@ -510,6 +500,7 @@ def session_requests(state_db: Path, session_ids: Sequence[str], skill: str) -> 
     Raises:
         StateDBError: the file is missing or unreadable.
     """
+    from .mine import COMPACTION_PREFIXES, REVIEW_HARNESS_PREFIXES, SKILL_AUTHORING, MinedTask, StateDBError, _connect
     wanted = [s for s in session_ids if s]
     if not wanted:
         return []
@@ -683,6 +674,7 @@ class Runner:
     def __init__(self, home: Path | CourtFolder, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
                  trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None,
                  layout: Layout | None = None) -> None:
+        from .sandbox import docker as docker_sandbox
         self.home: Any = home
         if not isinstance(home, CourtFolder):
             self.home = Path(home).expanduser().absolute()
@@ -746,6 +738,9 @@ class Runner:
         process holds (their lock tells), and the containers of the runners whose
         changes were left running (by the owner label their runner gave them), never
         another process's."""
+        from . import sandbox
+        from .sandbox import docker as docker_sandbox
+        from .sandbox import local as local_sandbox
         removed: list[str] = []
         try:
             removed += [f"local:{path}" for path in local_sandbox.leftover_dirs()]
@@ -803,6 +798,9 @@ class Runner:
     def one(self, change: Mapping[str, Any], settings: AutoSettings) -> Step:
         """Try one change: its session's requests and the skill's suite, within what is
         left of the day's budget and judge tokens."""
+        from .mine import MineError, write_suite
+        from .skills import LibraryError, load_library
+        from .trial_cli import PYTEST_INCOMPLETE, PYTEST_USAGE, RunnerUnavailable, TrialUsageError, run_trial
         skill = change["skill"]
         now = self.clock()
         self._set(change["id"], status="running", started_at=now, attempts=int(change.get("attempts", 0)) + 1,
@@ -904,6 +902,7 @@ class Runner:
     def trial_options(self, change: Mapping[str, Any], settings: AutoSettings, *, budget: float,
                       judge_tokens: int) -> TrialOptions:
         """The options of the change's trial (Hermes: the profile's model and judge)."""
+        from .trial_cli import TrialOptions
         judge, _ = judge_model(self.home)
         return TrialOptions(skills=(change["skill"],), apply=True, budget=budget, sandbox=settings.sandbox,
                             parallel=1, judge_model=judge, judge_tokens=judge_tokens, agent=settings.agent,
@@ -1037,6 +1036,7 @@ def _tokens_arg(text: str) -> int:
 def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler: Callable[..., int],
                formatter: Any = argparse.RawDescriptionHelpFormatter, epilog: str | None = None) -> None:
     """``auto on|off|status`` (README "Automatic trials")."""
+    from .agent.registry import RUNNERS
     parser = sub.add_parser(
         "auto", parents=list(parents), help="automatic trials of the skills the Hermes agent writes",
         description=("Automatic trials: once on, every skill the Hermes agent creates or changes "

@@ -28,7 +28,6 @@ from typing import Any, Mapping
 import yaml
 
 from . import safe_yaml
-from .agent.client import PROVIDERS
 from .quarantine import ENV_VAR
 
 HERMES = "hermes"
@@ -228,6 +227,8 @@ def hermes_model(home: Path) -> ProfileModel:
         model = {"default": model}
     if not isinstance(model, dict) or not str(model.get("default") or "").strip():
         return ProfileModel(None, None, f"{Path(home) / 'config.yaml'} names no model.default")
+    from .agent.client import PROVIDERS  # not at load: the Hermes plugin imports this module
+
     name = str(model["default"]).strip()
     provider = str(model.get("provider") or "").strip().lower()
     base_url = str(model.get("base_url") or "").strip() or None

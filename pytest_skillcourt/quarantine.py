@@ -64,12 +64,14 @@ import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from pytest_skillcourt.atomic import write_atomic, write_target
 from pytest_skillcourt.clock import utc_now
 from pytest_skillcourt.locks import locked
-from pytest_skillcourt.stats.verdict import VerdictKind
+
+if TYPE_CHECKING:  # the statistics are not loaded with the Hermes plugin that reads this file
+    from pytest_skillcourt.stats.verdict import VerdictKind
 
 #: The newest file format this code reads and writes.
 SUPPORTED_VERSION = 1
@@ -695,6 +697,8 @@ def plan_trial(verdicts: Sequence[TrialVerdict], existing: Sequence[QuarantineEn
     matches).  They are one model for the file: when one hurts and another
     would lift, HURTS wins and a note says so.
     """
+    from pytest_skillcourt.stats.verdict import VerdictKind
+
     hurts: dict[tuple[str, str], QuarantineEntry] = {}
     cleared: set[tuple[str, str]] = set()
     for v in verdicts:
