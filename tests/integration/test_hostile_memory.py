@@ -8,11 +8,18 @@ child process under ``RLIMIT_AS`` (600 MB of address space), so a regression
 dies there with a ``MemoryError`` in a second or two instead of eating the
 machine, and the child reports the peak resident memory of each case
 (``VmHWM``, reset between cases through ``/proc/self/clear_refs``).
+
+The model gateway is held to the same (issue 32, row 1): an agent's hostile
+model calls, sent 4 at a time to a gateway in a child under the same limit,
+are refused unparsed when their JSON would take hundreds of MB, parsed one
+at a time otherwise, and kept only up to the run's record cap.  (The whole
+attack, from a sandbox, is ``tests/e2e/test_gateway_attacks.py``.)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -173,3 +180,108 @@ def test_file_capture_reads_a_bounded_archive(report: dict) -> None:
     assert isinstance(failed, dict) and failed.get("raised") == "CaptureFailed", failed
     assert "grew past 100000 bytes" in failed["message"]
     assert MAX_FILE_BYTES < 100_000
+
+
+# -- the model gateway ------------------------------------------------------------------------------
+
+GATEWAY_CHILD = r"""
+import http.client, json, resource, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pytest_skillcourt.agent.client import ModelSpec
+from pytest_skillcourt.gateway import MAX_REQUEST_BYTES, Gateway, RunLimits
+
+limit_mb = int(sys.argv[1])
+threading.stack_size(1 << 20)
+
+def hwm_mb():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) // 1024 for l in fh if l.startswith("VmHWM"))
+
+class Provider(BaseHTTPRequestHandler):  # reads and drops every body
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        left = int(self.headers.get("Content-Length") or 0)
+        while left > 0:
+            left -= len(self.rfile.read(min(left, 1 << 20)) or b"x" * left)
+        raw = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                          "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                                       "finish_reason": "stop"}],
+                          "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+upstream = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+threading.Thread(target=upstream.serve_forever, daemon=True).start()
+spec = ModelSpec(label="custom/m", provider="custom", name="m",
+                 base_url=f"http://127.0.0.1:{upstream.server_address[1]}/v1", api_key="sk-hostile-memory-key")
+gateway = Gateway().start()
+grant = gateway.open_run("r1", spec, RunLimits(max_calls=1000))
+port = int(gateway.url.rsplit(":", 1)[1])
+
+def hostile(size):
+    head, tail = b'{"model": "m", "messages": [', b"[]]}"
+    return head + b"[]," * ((size - len(head) - len(tail)) // 3) + tail
+
+def post(body):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=body,
+                     headers={"Authorization": "Bearer " + grant.token, "Content-Type": "application/json"})
+        return conn.getresponse().status
+    except Exception as err:
+        return type(err).__name__
+    finally:
+        conn.close()
+
+def four_at_a_time(body, times):
+    statuses = []
+    def work():
+        statuses.append(post(body))
+    for _ in range(times // 4):
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    return statuses
+
+base = hwm_mb()
+resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
+out = {"base_mb": base}
+out["huge"] = four_at_a_time(hostile(MAX_REQUEST_BYTES - 64), 8)  # ~380 MB each once parsed
+out["heavy"] = four_at_a_time(hostile(4 * 1024 * 1024), 12)       # ~100 MB each once parsed
+record = gateway.close_run("r1")
+out["kept"] = sum(1 for c in record.calls if c.model_call and isinstance(c.request, dict)
+                  and isinstance(c.request.get("messages"), list))
+out["bodies_dropped"] = getattr(record, "bodies_dropped", None)
+out["errors"] = gateway.errors
+out["peak_mb"] = hwm_mb()
+gateway.stop()
+print(json.dumps(out))
+"""
+
+#: Address space of the gateway's child: its threads and httpx need more than the sandbox child.
+GATEWAY_ADDRESS_SPACE_MB = 1000
+#: What the attack may add to the child's peak resident memory: one hostile parse at a time
+#: (~100 MB) and a record capped at 128 MB (estimated), with room to spare.
+GATEWAY_PEAK_MB = 350
+
+
+def test_hostile_model_calls_cannot_fill_the_gateway() -> None:
+    env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
+    try:  # about 6 s; a gateway that keeps what it parses runs out of address space and stalls
+        proc = subprocess.run([sys.executable, "-c", GATEWAY_CHILD, str(GATEWAY_ADDRESS_SPACE_MB)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"the gateway's child stalled (out of address space?): {str(err.stderr)[-1500:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    print("gateway child:", out)
+    assert out["errors"] == [], out
+    assert out["huge"] == [413] * 8, out  # refused unparsed: their JSON would take ~380 MB each
+    assert out["heavy"] == [200] * 12, out  # parsed one at a time, forwarded
+    assert out["kept"] == 1 and out["bodies_dropped"] == 11, out  # the record's cap: one fits
+    assert out["peak_mb"] < out["base_mb"] + GATEWAY_PEAK_MB, out
