@@ -16,14 +16,11 @@ Skipped without Docker or without the CLI (failed instead under
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
-from pytest_skillcourt.agent import claude_code
 from pytest_skillcourt.gateway import FORWARDER_PORT
 from tests.support import agent_e2e
-from tests.support.agent_clis import claude_skill_listing, require_claude
 from tests.support.agent_e2e import (
     BODIES,
     CHECK,
@@ -33,6 +30,15 @@ from tests.support.agent_e2e import (
     skill_of_prompt,
 )
 from tests.support.builders import run_court, task, write_skill, write_suite
+from tests.support.claude_e2e import (  # noqa: F401  (claude_setup: a fixture)
+    DISABLED,
+    claude_setup,
+    court_ini,
+    library_model,
+    listed,
+    skill_answer,
+    skill_body_seen,
+)
 from tests.support.llm_server import (
     MESSAGES,
     LLMServer,
@@ -43,50 +49,7 @@ from tests.support.llm_server import (
 )
 from tests.support.sandbox_image import require_bwrap
 
-__all__ = ["BODIES", "REAL_KEY", "TOKENS", "claude_setup", "library_model", "listed", "other_service",
-           "skill_answer", "skill_body_seen"]  # fixtures and helpers the command runner's tests share
-
 pytestmark = pytest.mark.docker
-
-DISABLED = "is disabled for model invocation in skillOverrides settings"
-
-
-@pytest.fixture
-def claude_setup(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Docker, the CLI and the glibc image; the court finds the CLI through SKILL_COURT_CLAUDE."""
-    return agent_e2e.agent_setup(monkeypatch, claude_code.ENV_BINARY, require_claude)
-
-
-def court_ini(base_url: str, image: str, extra: str = "", sandbox: str = "docker") -> str:
-    return agent_e2e.court_ini("claude-code", base_url, image, extra, sandbox)
-
-
-def listed(request: RecordedRequest) -> list[str]:
-    return claude_skill_listing(request.texts()) or []
-
-
-def skill_answer(request: RecordedRequest) -> str | None:
-    """What Claude Code's Skill tool answered in this request (None when it was not called)."""
-    results = [r for r in request.tool_results() if r.get("name") == "Skill"]
-    return results[-1]["content"] if results else None
-
-
-def skill_body_seen(request: RecordedRequest, body: str) -> bool:
-    return body in "\n".join(request.texts())
-
-
-# -- HELPS, HURTS and NEUTRAL from a small library -------------------------------------------------
-
-
-def library_model(skill_of: Callable[[RecordedRequest], str]) -> Callable[[RecordedRequest], Reply]:
-    """Loads the task's skill when Claude Code lists it (else tries it anyway and gets refused),
-    then answers from what the Skill tool gave back."""
-
-    def loaded(request: RecordedRequest, skill: str) -> bool:
-        return (skill_answer(request) or "").startswith("Launching skill:") and skill_body_seen(request, BODIES[skill])
-
-    return agent_e2e.library_model(skill_of, lambda request, skill: ToolCall("Skill", {"skill": skill}), loaded)
-
 
 def test_claude_code_reaches_helps_hurts_and_neutral(pytester: pytest.Pytester, server: LLMServer,
                                                     claude_setup: str) -> None:

@@ -23,13 +23,17 @@ import pytest
 import yaml
 
 from pytest_skillcourt.agent import sandboxed
-from tests.e2e.test_claude_code_e2e import BODIES, REAL_KEY, TOKENS, claude_setup, library_model, listed, \
-    skill_answer, skill_body_seen
+from tests.support.agent_e2e import BODIES, REAL_KEY, TOKENS
 from tests.support.builders import junit_properties, task, write_skill, write_suite
+from tests.support.claude_e2e import (  # noqa: F401  (claude_setup: a fixture)
+    claude_setup,
+    library_model,
+    listed,
+    skill_answer,
+    skill_body_seen,
+)
 from tests.support.llm_server import CHAT, MESSAGES, LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap
-
-__all__ = ["claude_setup"]  # the fixture, shared with the claude-code runner's tests
 
 pytestmark = pytest.mark.docker
 CHECK = 'grep -qx "{value}" "$SKILL_COURT_ANSWER"'

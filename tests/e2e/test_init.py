@@ -9,11 +9,10 @@ import pytest
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.scaffold import SKILL
-from tests.support.builders import run_court
+from tests.support.builders import INIT_ANSWERS, run_court
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap
 
-ANSWERS = {"apples": 42, "invoice": 525, "words": 5}
 
 
 def test_init_then_a_trial_finds_the_skill_helps(pytester: pytest.Pytester, server: LLMServer,
@@ -26,7 +25,7 @@ def test_init_then_a_trial_finds_the_skill_helps(pytester: pytest.Pytester, serv
 
     def model(request: RecordedRequest) -> Reply:  # follows the skill's rule only when it sees it
         texts = "\n".join(request.texts())
-        n = next(v for k, v in ANSWERS.items() if k in texts.lower())
+        n = next(v for k, v in INIT_ANSWERS.items() if k in texts.lower())
         return Reply(content=f"The total is {n}.\nTOTAL: {n}" if SKILL in texts else f"The total is {n}.")
 
     server.set_handler(model)
@@ -88,7 +87,7 @@ def test_init_s_own_model_is_priced_so_every_run_starts(pytester: pytest.Pyteste
 
     def model(request: RecordedRequest) -> Reply:
         texts = "\n".join(request.texts())
-        n = next(v for k, v in ANSWERS.items() if k in texts.lower())
+        n = next(v for k, v in INIT_ANSWERS.items() if k in texts.lower())
         return Reply(content=f"TOTAL: {n}" if SKILL in texts else f"{n}", input_tokens=1000, output_tokens=100)
 
     server.set_handler(model)

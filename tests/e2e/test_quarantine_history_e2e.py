@@ -11,7 +11,7 @@ import pytest
 
 from pytest_skillcourt.quarantine_log import actor
 from pytest_skillcourt.store import Store
-from tests.e2e.test_apply_cli_e2e import cli, hurts_house_format, library
+from tests.support.apply_cli import cli, hurts_house_format, library
 from tests.support.builders import run_court
 from tests.support.llm_server import LLMServer
 

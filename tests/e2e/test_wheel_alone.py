@@ -33,14 +33,13 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.scaffold import SKILL as INIT_SKILL
-from tests.e2e.test_claude_code_e2e import library_model as claude_model
-from tests.e2e.test_codex_e2e import library_model as codex_model
-from tests.e2e.test_init import ANSWERS as INIT_ANSWERS
 from tests.support import agent_e2e, wheel_venv
 from tests.support.agent_clis import require_claude, require_codex
 from tests.support.agent_image import ensure_agent_image
-from tests.support.builders import loading_agent, right_total, task, write_skill, write_suite, wrong_total
+from tests.support.builders import INIT_ANSWERS, loading_agent, right_total, task, write_skill, write_suite, wrong_total
 from tests.support.llm_server import MESSAGES, RESPONSES, LLMServer, RecordedRequest, Reply
+from tests.support.claude_e2e import library_model as claude_model
+from tests.support.codex_e2e import library_model as codex_model
 from tests.support.sandbox_image import require_bwrap, require_docker
 from tests.support.wheel_venv import WheelVenv, check_clean
 

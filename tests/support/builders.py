@@ -160,6 +160,9 @@ def chat_client(base_url: str, label: str = "custom/judge", *, max_retries: int 
 
 # -- scripted models ---------------------------------------------------------------------
 
+#: The right answers of the tasks ``skill-court init`` writes (scaffold.py), by a word of the task.
+INIT_ANSWERS = {"apples": 42, "invoice": 525, "words": 5}
+
 
 def sees_skill(request: RecordedRequest, skill: str) -> bool:
     """True when the skill is listed in the system prompt's skills index."""

@@ -159,3 +159,17 @@ def test_the_check_finds_a_module_below_its_importers() -> None:
     assert table["records"] == 4
     assert any("imports records (floor 4)" in line for line in upward(table))
     assert "plugin" not in floors(text.replace("| 4. faces | `plugin.py`, ", "| 4. faces | "))
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in ``tests/support/``: a test module imported by another would
+    run its tests' module-level code, and its fixtures, twice under two names."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(REPO)}:{node.lineno}: {name}" for name in names
+                      if re.match(r"tests\.(unit|e2e|integration)\.", name)]
+    assert found == []
