@@ -80,7 +80,7 @@ def test_a_trickled_request_head_is_cut_at_the_header_deadline(server: LLMServer
             "Content-Length: 2\r\n\r\n{}").encode()
     with socket.create_connection(("127.0.0.1", port_of(gateway))) as sock:
         took = closed_after(sock, head, every=1.5, limit=20)  # a byte every 1.5 s: each within client_timeout
-    assert gateway.header_timeout - 0.5 < took < gateway.header_timeout + 2.5, took
+    assert gateway.header_timeout - 0.5 < took < gateway.header_timeout + 3, took
     assert server.all_requests == []
 
 
@@ -126,7 +126,7 @@ def test_idle_tokenless_connections_cannot_lock_a_run_out(server: LLMServer, gat
         reply = httpx.post(grant.openai_base_url + "/chat/completions", headers=bearer(grant.token), timeout=10,
                            json={"model": "m", "messages": USER})
         assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "through"
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 5
     finally:
         for sock in idle:
             sock.close()
@@ -233,7 +233,7 @@ def test_bodies_in_flight_share_a_budget(server: LLMServer) -> None:
         started = time.monotonic()
         busy = post()
         assert busy.status_code == 503 and "retry later" in busy.json()["error"]["message"], busy.text
-        assert 1 < time.monotonic() - started < 3  # it waited for room until its own deadline
+        assert 1 < time.monotonic() - started < 5  # it waited for room until its own deadline
         holder.join(10)
         assert first[0].status_code == 200 and post().status_code == 200
         assert gateway._bodies.used == 0
