@@ -1157,10 +1157,22 @@ def _parser_tasks(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_tasks_mine(args: argparse.Namespace) -> int:
-    """``tasks mine`` (``mine.run``), its statuses on this command line's scheme."""
-    from pytest_skillcourt import mine
+    """``tasks mine``: a Claude Code project's transcripts (``claude_mine.run``), else Hermes'
+    history (``mine.run``); their statuses on this command line's scheme."""
+    from pytest_skillcourt import claude_court, claude_mine, mine
 
-    code = mine.run(args)
+    claude = None
+    if args.max_tasks >= 1:  # else mine.run says what is wrong with it
+        claude = claude_court.cli_layout(getattr(args, "skills_dir", None), search=args.hermes_home is None and
+                                         getattr(args, "court_hermes_home", None) is None)
+    if claude is not None and not claude_court.is_claude(claude):  # Codex's library
+        _err(f"{_prog(args)} tasks mine: Codex's sessions are not mined; add {claude.skills_dir}'s tasks with "
+             f"`{_prog(args)} tasks add SKILL --skills ~/.codex/skills --prompt ...`")
+        return EXIT_USAGE
+    if claude is not None:  # a Claude Code project: its transcripts, not state.db
+        code = claude_mine.run(args, claude, claude.rootdir if claude.rootdir != claude.data_dir else None)
+    else:
+        code = mine.run(args)
     # mine.run says 1 for a MineError (a state.db or suite it cannot read or merge; it wrote why): bad input.
     return EXIT_USAGE if code == 1 else code
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import sqlite3
 import sys
@@ -617,22 +616,13 @@ def add_parser(subparsers: Any, *, parents: Sequence[argparse.ArgumentParser] = 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Mine, write the suites and print how many requests were found per skill."""
+    """Mine Hermes' history, write the suites and print how many requests were found per skill
+    (a Claude Code project's transcripts: ``claude_mine``, which the CLI picks first)."""
     home = args.hermes_home or _default_hermes_home()
     state_db = Path(home) / "state.db"
     if args.max_tasks < 1:
         print(f"skill-court tasks mine: --max-tasks expected a positive number, got {args.max_tasks}", file=sys.stderr)
         return 2
-    from pytest_skillcourt import claude_court, claude_mine
-
-    claude = claude_court.cli_layout(getattr(args, "skills_dir", None), search=args.hermes_home is None and
-                                     getattr(args, "court_hermes_home", None) is None)
-    if claude is not None and not claude_court.is_claude(claude):  # Codex's library
-        print(f"skill-court tasks mine: Codex's sessions are not mined; add {claude.skills_dir}'s tasks with "
-              "`skill-court tasks add SKILL --skills ~/.codex/skills --prompt ...`", file=sys.stderr)
-        return 1
-    if claude is not None:  # a Claude Code project: its transcripts, not state.db (claude_mine)
-        return claude_mine.run(args, claude, claude.rootdir if claude.rootdir != claude.data_dir else None)
     where = resolve(hermes_home=Path(home), skills=getattr(args, "skills_dir", None))
     out = args.out if args.out is not None else where.suites_dir
     try:
