@@ -252,9 +252,11 @@ class History:
                 skill, model, entry = what.skill, what.model, _plain(what)
             else:
                 skill, model, entry = what[0], what[1], None
-            out.append((action, skill, model, trial,
-                        {**meta, "file": self.file, "skill": skill, "model": model, "present": present, "entry": entry if present else None,
-                         **({"was": entry} if entry is not None and not present else {})}))
+            data = {**meta, "file": self.file, "skill": skill, "model": model, "present": present,
+                    "entry": entry if present else None}
+            if entry is not None and not present:
+                data["was"] = entry  # what a release or lift removed
+            out.append((action, skill, model, trial, data))
         self.store.record_quarantine_changes(out)
 
 
