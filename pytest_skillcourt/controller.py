@@ -32,7 +32,7 @@ from .options import FailOn, Settings
 from .records import NOT_OFFERED, RunRecord
 from .run import price
 from .skills import Library, Skill
-from .stats.verdict import EARLY_STOP_TASKS, PairOutcome, Verdict, VerdictKind, decide
+from .stats.verdict import PairOutcome, Verdict, VerdictKind, decide
 from .store import Store, VerdictRow
 from .trial import (
     Cause,
@@ -320,7 +320,8 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
                         if (w.task_id, w.rep) in mine else None)
     evidence = pair_outcomes(pairs)
-    early = target.first_tasks if s.early_stop and len(target.first_tasks) == EARLY_STOP_TASKS else None
+    # the sequential rule over the selected tasks in suite order (None: every task, the fixed rule)
+    early = (target.order or target.first_tasks) if s.early_stop else None
     verdict = decided(court.store(), evidence, early, fresh)
     if target.unreachable and verdict.kind == VerdictKind.INCONCLUSIVE:  # the words said at collection
         verdict = dataclasses.replace(verdict, hint=target.unreachable)

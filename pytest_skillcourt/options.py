@@ -162,7 +162,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("skill_court_junit_properties", "JUnit run data as per-testcase <properties> "
                   "(needs junit_family = xunit1)", type="bool", default=False)
     group.addoption("--skill-court-no-early-stop", action="store_true", default=False,
-                    help="run every task even when the first four show no difference")
+                    help="run every task: no sequential stop (a verdict from the first tasks once "
+                         "they decide, or once the rest could not), the fixed rule over every task")
+    group.addoption("--skill-court-run-undecidable", action="store_true", default=None,
+                    help="run the runs of a suite that can never reach a verdict (too few tasks "
+                         "selected); by default they are skipped, with why")
+    parser.addini("skill_court_run_undecidable", "run a suite that can never reach a verdict anyway",
+                  type="bool", default=False)
     group.addoption("--skill-court-shard", metavar="I/N",
                     help="run only shard I of N (1-based) of the suites, for CI matrices; "
                          "join the stores with 'skill-court merge'")
@@ -222,6 +228,8 @@ class Settings:
     heartbeat_s: float = 30.0
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     html_path: Path | None = None
+    #: --skill-court-run-undecidable: run a suite that can never reach a verdict anyway
+    run_undecidable: bool = False
     #: --skill-court-reps: repetitions for every suite (None: each suite's own, else 1)
     reps: int | None = None
     #: --skill-court-agent-preset: how the ``command`` runner runs its agent
@@ -478,6 +486,8 @@ def load_settings(config: pytest.Config) -> Settings:
         json_path=path_of(json_path, "") if json_path else None,
         html_path=path_of(html_path, "") if html_path else None,
         early_stop=not config.getoption("skill_court_no_early_stop"),
+        run_undecidable=bool(config.getini("skill_court_run_undecidable")
+                             if config.getoption("skill_court_run_undecidable") is None else True),
         shard=parse_shard(config.getoption("skill_court_shard")),
         memory_mb=_number(_value(config, "memory"), "memory", 2048, kind=int, minimum=64,
                           strictly=False),

@@ -49,7 +49,8 @@ from .printable import plain
 from .report.progress import Progress, format_tokens
 from .sandbox import SandboxError, SandboxUnavailable, image_id, resolve_backend
 from .skills import Library, load_library
-from .stats.verdict import EARLY_STOP_TASKS, early_stop_holds, unreachable
+from .stats.sequential import FIRST_LOOK
+from .stats.verdict import EARLY_STOP_TASKS, Stop, sequential_path, unreachable
 from .store import Store, StoreError
 from .suite import Suite
 from .trial import Outcome, SuiteFacts, Target, TrialResult, TrialRun, group_pairs, pair_outcomes
@@ -146,8 +147,13 @@ class SkillCourt:
         self._session: pytest.Session | None = None
         #: (suite, model) -> its first four selected tasks (set at collection)
         self._first_tasks: dict[tuple[str, str], tuple[str, ...]] = {}
-        #: (suite, model) -> whether early stop holds, once its first four tasks are recorded
-        self._early: dict[tuple[str, str], bool] = {}
+        #: (suite, model) -> every selected task in suite order (the sequential rule's looks)
+        self._orders: dict[tuple[str, str], tuple[str, ...]] = {}
+        #: (suite, model) -> where the sequential rule stopped, once the tasks before it are
+        #: final, and the place in the order of the last task it used
+        self._stops: dict[tuple[str, str], tuple[Stop, int]] = {}
+        #: (suite, model) -> why it can never reach a verdict (``stats.verdict.unreachable``)
+        self._undecidable: dict[tuple[str, str], str] = {}
         #: run item -> the group of its (suite, model, phase) and its place in it: the store is
         #: asked for the next ones' records with its own (``_served``)
         self._after: dict[RunItem, tuple[RunGroup, int]] = {}
@@ -574,25 +580,43 @@ class SkillCourt:
                     item.nodeid, item.suite_rel, item.model, tuple(chosen[:EARLY_STOP_TASKS]),
                     unreachable=unreachable(len(chosen), reps.get(key, 1),
                                             total=self._suite_size(item.suite_rel)) or "",
-                    facts=None if config.option.collectonly else self._facts_or_none(item.suite_rel))
+                    facts=None if config.option.collectonly else self._facts_or_none(item.suite_rel),
+                    order=tuple(chosen))
+                if self.targets[item.nodeid].unreachable:
+                    self._undecidable[key] = self.targets[item.nodeid].unreachable
         self._first_tasks = {k: tuple(v[:EARLY_STOP_TASKS]) for k, v in first.items()}
+        self._orders = {k: tuple(v) for k, v in first.items()}
         self._refuse_unreachable_gates()
         if config.option.collectonly:
             items[:] = keep
             return
 
-        def phase(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+        # The sequential rule looks at each suite's tasks in its order, so the earlier tasks
+        # of every suite run first: the first four tasks of every suite (in collection
+        # order, as always), then task 5 of each suite, task 6 of each, ... (a task's arms
+        # and reps together); other items (a skill's runs item, plain tests) where the fifth
+        # tasks begin.  A later task's check then waits only for runs already started, and
+        # a suite that stops early releases its later runs while the others go on.  Without
+        # the stop: the first four tasks first, then collection order.
+        def phase(item: RunItem) -> int:
+            return 0 if item.run.task_id in self._first_tasks.get((item.run.suite_rel, item.run.model), ()) else 1
+
+        def position(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
             index, item = pair
-            early = isinstance(item, RunItem) and item.run.task_id in self._first_tasks.get(
-                (item.run.suite_rel, item.run.model), ())
-            return (0 if early else 1, index)
+            if not isinstance(item, RunItem):
+                return (EARLY_STOP_TASKS if self.settings.early_stop else 1, index)
+            if not self.settings.early_stop:
+                return (phase(item), index)
+            order = self._orders.get((item.run.suite_rel, item.run.model), ())
+            at = order.index(item.run.task_id) if item.run.task_id in order else len(order)
+            return (0 if at < EARLY_STOP_TASKS else at, index)
 
         runs = [(i, it) for i, it in enumerate(keep) if not isinstance(it, VerdictItem)]
-        items[:] = [it for _, it in sorted(runs, key=phase)]
+        items[:] = [it for _, it in sorted(runs, key=position)]
         groups: dict[tuple[str, str, int], RunGroup] = {}
-        for index, item in enumerate(items):
+        for item in items:
             if isinstance(item, RunItem):
-                group = groups.setdefault((item.run.suite_rel, item.run.model, phase((index, item))[0]), RunGroup())
+                group = groups.setdefault((item.run.suite_rel, item.run.model, phase(item)), RunGroup())
                 self._after[item] = (group, len(group.items))
                 group.items.append(item)
 
@@ -686,6 +710,7 @@ class SkillCourt:
         run = item.run
         store = self.store()
         try:
+            self._check_undecidable(item)
             if self.settings.early_stop:
                 self._check_early_stop(item)
             ctx, key, record = item.looked_up or self._look_up(item)
@@ -835,57 +860,86 @@ class SkillCourt:
                     "spend cannot be held to the budget; add 'MODEL = IN OUT' (USD per million "
                     "tokens) to ini skill_court_prices or pass --skill-court-allow-unpriced")
 
-    def _check_early_stop(self, item: OneRun) -> None:
-        """Skip a later task when the first four tasks ended the same in both arms.
+    def _check_undecidable(self, item: OneRun) -> None:
+        """Skip every run of a suite that can never reach a verdict (too few tasks selected):
+        its runs would be paid for and the verdict INCONCLUSIVE whatever they do.  The
+        reason is the collection's (``stats.verdict.unreachable``)."""
+        why = self._undecidable.get((item.run.suite_rel, item.run.model))
+        if why and not self.settings.run_undecidable:
+            pytest.skip(f"never decidable: {why} (--skill-court-run-undecidable runs it anyway)")
 
-        Waits (bounded) until the first four tasks' runs of this skill and model
-        are recorded: on other xdist workers they run ahead of this item."""
+    def _check_early_stop(self, item: OneRun) -> None:
+        """Skip a run whose trial the sequential rule already ended (``stats/sequential.py``).
+
+        The rule looks at the selected tasks in suite order; once the tasks before this
+        item's are final (recorded, or ended with no record) and one of their looks stopped
+        (HELPS or HURTS on a stricter tail, NEUTRAL when the rest could not decide, or the
+        seed's early stop when the first four ended alike), this task cannot change the
+        verdict: it is skipped.  Waits (bounded) for the runs of those earlier tasks: on
+        other xdist workers or threads they run ahead of this item."""
         run = item.run
-        first = self._first_tasks.get((run.suite_rel, run.model), ())
-        if len(first) < EARLY_STOP_TASKS or run.task_id in first:
+        key = (run.suite_rel, run.model)
+        order = self._orders.get(key, ())
+        if run.task_id not in order:
             return
-        holds = self._early.get((run.suite_rel, run.model))
-        if holds is None:
-            holds = self._early_stop_holds(item, first)
-        if holds:
-            item.user_properties.append(("early_stop", "true"))
+        position = order.index(run.task_id)
+        found = self._stops.get(key)
+        if found is None and position >= FIRST_LOOK:
+            found = self._sequential_stop(item, order, position)
+        if found is None or position <= found[1]:
+            return
+        stop = found[0]
+        item.user_properties.append(("early_stop", "true"))
+        if stop.kind == "early-stop":
             pytest.skip("early stop: the first four tasks ended the same way in both arms with "
                         "tokens within the margin; verdict NEUTRAL from those four "
                         "(--skill-court-no-early-stop runs every task)")
+        said = {"helps": "HELPS", "hurts": "HURTS",
+                "futility": "NEUTRAL: the other tasks were unlikely to decide"}[stop.kind]
+        pytest.skip(f"sequential stop: the first {stop.look} of {stop.planned} tasks decided it, "
+                    f"verdict {said} (--skill-court-no-early-stop runs every task)")
 
     def _worker_count(self) -> int:
         """How many xdist workers this session has (1 without xdist)."""
         workerinput = getattr(self.config, "workerinput", None) or {}
         return int(workerinput.get("workercount", 1) or 1)
 
-    def _early_stop_holds(self, item: OneRun, first: tuple[str, ...]) -> bool | None:
-        """Whether early stop holds for ``item``'s skill and model, remembered once the runs
-        of its first four tasks are all recorded (they cannot change then), or once one of
-        them ended without a record (it cannot hold then); None when they were not all
-        recorded in time.  Never waits in a session with no other worker."""
+    def _sequential_stop(self, item: OneRun, order: tuple[str, ...], position: int) -> tuple[Stop, int] | None:
+        """Where the sequential rule stopped over the tasks before ``position`` of ``order``,
+        and the place in ``order`` of the last task it used, remembered (a stop over final
+        tasks cannot change); None when it did not stop there,
+        or the runs of those tasks were not all final in time, or one of their pairs waits
+        for the judge (judged after the runs: its outcome is not known yet).  Never waits in
+        a session with no other worker."""
         run = item.run
+        key = (run.suite_rel, run.model)
+        before = set(order[:position])
         reps = item.suite.reps or 1
-        needed = {(t, arm, rep) for t in first for arm in ARMS for rep in range(1, reps + 1)}
+        needed = {(t, arm, rep) for t in before for arm in ARMS for rep in range(1, reps + 1)}
         deadline = time.monotonic() + 2 * float(item.suite.timeout or self.settings.timeout) + 60
         store = self.store()
-        # Alone (no other xdist worker, no threads running ahead), the first tasks' items came
+        # Alone (no other xdist worker, no threads running ahead), the earlier tasks' items came
         # before this one: what is not recorded now never will be.
         alone = self._ahead is None and (not self.is_worker or self._worker_count() <= 1)
         while True:
-            runs = [tr.record for tr in store.trial_runs(self.trial, suite=run.suite_rel, model=run.model)]
+            runs = [tr.record for tr in store.trial_runs(self.trial, suite=run.suite_rel, model=run.model)
+                    if tr.record.task_id in before]
             have = {(r.task_id, r.arm, r.rep) for r in runs}
-            if needed <= have:
+            if needed <= have or alone or needed <= have | store.ended_runs(self.trial, suite=run.suite_rel,
+                                                                           model=run.model):
                 break
-            if alone or needed <= have | store.ended_runs(self.trial, suite=run.suite_rel, model=run.model):
-                self._early[(run.suite_rel, run.model)] = False  # a first-task run ended with no record
-                return False
             if time.monotonic() > deadline:
                 return None
             time.sleep(POLL_S)
-        pairs = pair_outcomes(group_pairs(r for r in runs if r.task_id in first))
-        holds = len(pairs) == len(first) * reps and early_stop_holds(pairs)
-        self._early[(run.suite_rel, run.model)] = holds
-        return holds
+        pairs = group_pairs(runs)
+        if any(p.needs_judge for p in pairs):
+            return None
+        stop = sequential_path(pair_outcomes(pairs), order)
+        if not stop.kind:
+            return None
+        found = (stop, max(order.index(p.task_id) for p in stop.pairs))
+        self._stops[key] = found
+        return found
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

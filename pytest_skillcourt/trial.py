@@ -58,12 +58,15 @@ class Target:
     #: the suite's facts as collection read them (None: it could not), so that deciding
     #: need not read every suite and the library again: an xdist controller collects nothing
     facts: SuiteFacts | None = None
+    #: every selected task in suite order: the order the sequential rule looks at them in
+    #: (``stats/sequential.py``); empty for a target written before it was kept
+    order: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (it travels from xdist workers in ``workeroutput``)."""
         return {"nodeid": self.nodeid, "suite_rel": self.suite_rel, "model": self.model,
                 "first_tasks": list(self.first_tasks), "unreachable": self.unreachable,
-                "facts": None if self.facts is None else self.facts.to_dict()}
+                "facts": None if self.facts is None else self.facts.to_dict(), "order": list(self.order)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Target:
@@ -71,7 +74,8 @@ class Target:
         facts = d.get("facts")
         return cls(nodeid=str(d["nodeid"]), suite_rel=str(d["suite_rel"]), model=str(d["model"]),
                    first_tasks=tuple(d.get("first_tasks") or ()), unreachable=str(d.get("unreachable") or ""),
-                   facts=SuiteFacts.from_dict(facts) if isinstance(facts, Mapping) else None)
+                   facts=SuiteFacts.from_dict(facts) if isinstance(facts, Mapping) else None,
+                   order=tuple(str(t) for t in d.get("order") or ()))
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def default_sandbox() -> tuple[str, str]:
 def ini(base_url: str | None = None, *, skills: str | None = "skills",
         models: Sequence[str] = ("custom/test-model",), sandbox: str | None = "auto",
         image: str | None = None, timeout: float | None = 60, allow_unpriced: bool = True,
-        prices: Sequence[str] = (), extra: str = "") -> str:
+        prices: Sequence[str] = (), extra: str = "", run_undecidable: bool = True) -> str:
     """The ``[pytest]`` section of a project on trial, one line per setting given.
 
     ``models``: one on the line, several one per line below it, none leaves the option
@@ -90,7 +90,10 @@ def ini(base_url: str | None = None, *, skills: str | None = "skills",
     name is written as it is; ``None`` leaves the option out.  ``image`` names another
     image.  ``skills``, ``base_url`` or ``timeout`` of ``None`` leave their line out;
     ``allow_unpriced`` writes ``skill_court_allow_unpriced = true``; ``prices`` are lines of
-    ``skill_court_prices``; ``extra`` is appended as it is.
+    ``skill_court_prices``; ``extra`` is appended as it is.  ``run_undecidable`` writes
+    ``skill_court_run_undecidable = true``: the many one- and two-task suites of the tests
+    run as they did before such a suite ran nothing by default
+    (tests/e2e/test_sequential_stop.py tests that default).
     """
     lines = ["[pytest]"]
     if skills is not None:
@@ -114,6 +117,8 @@ def ini(base_url: str | None = None, *, skills: str | None = "skills",
         lines.append(f"skill_court_timeout = {timeout:g}")
     if allow_unpriced:
         lines.append("skill_court_allow_unpriced = true")
+    if run_undecidable:
+        lines.append("skill_court_run_undecidable = true")
     if prices:
         lines += ["skill_court_prices ="] + [f"    {p}" for p in prices]
     return "\n".join(lines) + "\n" + extra
