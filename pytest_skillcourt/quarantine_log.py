@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .quarantine import QuarantineEntry, QuarantineHistoryError, _locked, model_key, read_entries
+from .quarantine_file import QuarantineEntry, QuarantineHistoryError, _locked, model_key, read_entries
 from .store import Store, StoreError
 
 #: The store beside a quarantine file.
