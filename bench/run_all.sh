@@ -16,4 +16,5 @@ python3 bench/perf_bench.py "$@" || status=1
 python3 bench/sandbox_bench.py || status=1
 python3 bench/cache_bench.py || status=1
 python3 bench/verdict_sim.py || status=1
+nice -n 10 python3 bench/sequential.py --workers 2 || status=1
 exit $status
