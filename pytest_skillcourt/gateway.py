@@ -58,7 +58,7 @@ Hostile input.  Request bodies are capped at 16 MiB and responses at 64 MiB
 while they are read (Content-Length is checked first, chunked bodies as they
 come); bodies being read share a 48 MiB budget; a model call whose JSON would
 take over 160 MB to parse is refused 413 unparsed.  Uncounted calls and
-refused calls keep no body in the record, a run may make 100 uncounted calls,
+refused calls keep no body in the record, a run may make 240 uncounted calls,
 and a run's record holds at most 128 MB (estimated) of bodies: past that,
 markers and counts (:attr:`RunRecording.truncated`).  A connection has 5 s
 for its request line and headers however slowly it sends them; reading a
@@ -152,8 +152,8 @@ CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"
 DEFAULT_MAX_CALLS = 60
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-#: Uncounted calls (model listing, token counting) a run may make.
-DEFAULT_MAX_AUX_CALLS = 100
+#: Uncounted calls (model listing, token counting) a run may make: four per model call.
+DEFAULT_MAX_AUX_CALLS = 4 * DEFAULT_MAX_CALLS
 #: What a run's record may hold, in estimated bytes of parsed JSON (:func:`_kept_size`); past it
 #: request and response bodies are replaced by a marker and refusals are only counted.
 MAX_KEPT_BYTES = 128 * 1024 * 1024
@@ -384,6 +384,7 @@ def pipe(src, dst):
     except OSError:
         pass
 def relay(conn):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a reply's head and body: no 40 ms wait
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
