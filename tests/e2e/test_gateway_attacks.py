@@ -1,23 +1,25 @@
 """End to end: a hostile agent in a real sandbox cannot bend the model gateway (issue 32, rows 1 and 2).
 
-A ``command`` preset runs a small agent program inside bubblewrap; the court
-session that runs it is a pytest process of its own under an address-space
-limit (``RLIMIT_AS``, soft, 1500 MB; its sandboxes are not limited) and a
-watchdog that ends it once its resident memory passes 600 MB, so a
-regression fails in seconds instead of eating the machine; it reports its
-peak resident memory (``VmHWM``), which must stay under 600 MB.  The agent, from inside the sandbox, through the run's socket:
+A ``command`` preset runs a small agent program inside bubblewrap (for one
+task of three; the others make one plain call).  The court session that runs
+it is a pytest process of its own under an address-space limit
+(``RLIMIT_AS``, soft, 1500 MB; its sandboxes are not limited) and a watchdog
+that ends it once its resident memory passes 600 MB, so a regression fails in
+seconds instead of eating the machine; it reports its peak resident memory
+(``VmHWM``), which must stay under 600 MB.  The agent, from inside the
+sandbox, through the run's socket:
 
 - holds 256 idle connections without a token, then trickles a request head
   a byte every 1.5 s: its real model call still gets through at once, and the
   trickle is cut at the header deadline;
-- sends 6 token-count calls of almost 16 MiB each (JSON that takes ~380 MB
+- sends 4 token-count calls of almost 16 MiB each (JSON that takes ~380 MB
   each once parsed), 3 at a time, one body over the cap (413, a readable
-  JSON error), 5 model calls of 4 MiB that are not JSON objects, 10 of 4 MiB
-  with a wrong token, model-list calls until their limit, and 4 more 16 MiB
+  JSON error), 3 model calls of 4 MiB that are not JSON objects, 6 of 4 MiB
+  with a wrong token, model-list calls until their limit, and 2 more 16 MiB
   token counts past it;
 - reports what it got in a model call (the provider stand-in here keeps it);
 - makes model calls up to the run's limit, two of them of hostile 4 MiB JSON,
-  then 20 more of 4 MiB, each refused.
+  then 12 more of 4 MiB, each refused.
 
 The provider stand-in reads and drops big bodies, so the test process stays small.
 Skipped without bubblewrap (failed instead in CI).
@@ -40,7 +42,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_skillcourt.gateway import HEADER_TIMEOUT, MAX_REQUEST_BYTES
+from pytest_skillcourt.gateway import DEFAULT_MAX_AUX_CALLS, HEADER_TIMEOUT, MAX_REQUEST_BYTES
 from tests.support.builders import junit_properties, task, write_skill, write_suite
 from tests.support.sandbox_image import require_bwrap
 
@@ -127,7 +129,7 @@ cap = int(config["cap"])
 def hostile(size, head=b'{"model": "m", "messages": [', tail=b"[]]}"):
     return head + b"[]," * ((size - len(head) - len(tail)) // 3) + tail
 big = hostile(cap - 64)
-report["count_tokens"] = many(6, lambda: call("POST", "/v1/messages/count_tokens", big))
+report["count_tokens"] = many(4, lambda: call("POST", "/v1/messages/count_tokens", big))
 del big
 with socket.create_connection((host, port), timeout=30) as sock:  # the claim alone: answered unread
     sock.sendall(("POST /v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token
@@ -147,18 +149,26 @@ except (ValueError, IndexError):
 
 # 3. Model calls that are not JSON objects, and calls with a wrong token: 4 MiB each.
 flat = b"[" + b"[]," * (4 * 1024 * 1024 // 3) + b"[]]"
-report["not_objects"] = many(5, lambda: call("POST", "/v1/chat/completions", flat))
-report["bad_token"] = many(10, lambda: call("POST", "/v1/chat/completions", flat, auth="sk-court-wrong"))
+report["not_objects"] = many(3, lambda: call("POST", "/v1/chat/completions", flat))
+report["bad_token"] = many(6, lambda: call("POST", "/v1/chat/completions", flat, auth="sk-court-wrong"))
 
 # 4. Model listings up to their limit, then 16 MiB token counts past it.
 listings = []
-for _ in range(200):
-    listings.append(call("GET", "/v1/models")[0])
+keep_alive = http.client.HTTPConnection(host, port, timeout=60)
+for _ in range(1000):
+    try:
+        keep_alive.request("GET", "/v1/models", headers={"Authorization": "Bearer " + token})
+        answer = keep_alive.getresponse()
+        answer.read()
+        listings.append(answer.status)
+    except Exception as err:
+        listings.append(type(err).__name__)
     if listings[-1] != 200:
         break
+keep_alive.close()
 report["listings"] = [listings.count(200), listings[-1]]
 big = hostile(cap - 64)
-report["past_limit"] = many(4, lambda: call("POST", "/v1/messages/count_tokens", big))
+report["past_limit"] = many(2, lambda: call("POST", "/v1/messages/count_tokens", big))
 del big
 
 trickler.join(30)
@@ -176,7 +186,7 @@ while calls < 200:
     statuses.append(chat("filler")[0])
     if statuses[-1] != 200:
         break
-statuses += many(20, lambda: call("POST", "/v1/chat/completions", heavy))
+statuses += many(12, lambda: call("POST", "/v1/chat/completions", heavy))
 print(json.dumps({"after_report": statuses}))
 '''
 
@@ -234,6 +244,7 @@ class _Provider(BaseHTTPRequestHandler):
     """The provider's stand-in: answers every call, keeps the agent's reports, drops big bodies unread."""
 
     protocol_version = "HTTP/1.1"
+    wbufsize = 1 << 16  # head and body in one write: no Nagle wait on keep-alive connections
     reports: list[dict[str, Any]] = []
     big_bodies = 0
 
@@ -327,17 +338,17 @@ def test_a_hostile_agent_in_a_sandbox_cannot_bend_the_gateway(provider: str, tmp
         status, seconds = report["under_flood"]
         assert status == 200 and seconds < 5, report  # 256 idle tokenless connections locked nothing out
         assert HEADER_TIMEOUT - 1 < report["trickle_closed_after_s"] < HEADER_TIMEOUT + 3, report
-        assert report["count_tokens"] == [200] * 6, report
+        assert report["count_tokens"] == [200] * 4, report
         assert report["oversized"] == [413, "request_too_large"], report
-        assert report["not_objects"] == [400] * 5, report
+        assert report["not_objects"] == [400] * 3, report
         # A wrong token is answered 401 and the connection closed unread (tokenless work stays
         # cheap): a client still sending its 4 MiB sees the reset first.
-        assert len(report["bad_token"]) == 10 and set(report["bad_token"]) <= {401, 0}, report
-        assert report["listings"] == [100 - 6, 400] and report["past_limit"] == [400] * 4, report
+        assert len(report["bad_token"]) == 6 and set(report["bad_token"]) <= {401, 0}, report
+        assert report["listings"] == [DEFAULT_MAX_AUX_CALLS - 4, 400] and report["past_limit"] == [400] * 2, report
     props = junit_properties(tmp_path / "junit.xml")
     runs = {k: v for k, v in props.items() if "verdict" not in k}
     attacks = {k: v for k, v in runs.items() if "::t1[" in k}
     assert len(runs) == 6 and len(attacks) == 2, props
     for run in attacks.values():  # stopped by the model-call limit, every one of its 60 calls billed
         assert run["status"] == "incomplete" and (run["input_tokens"], run["output_tokens"]) == ("420", "180"), run
-    assert _Provider.big_bodies == 2 * (6 + 2), _Provider.big_bodies  # only the admitted ones went upstream
+    assert _Provider.big_bodies == 2 * (4 + 2), _Provider.big_bodies  # only the admitted ones went upstream
