@@ -95,11 +95,12 @@ def agent_setup(monkeypatch: pytest.MonkeyPatch, env_var: str, require: Callable
 
 
 def court_ini(agent: str, base_url: str, image: str, extra: str = "", sandbox: str = "docker") -> str:
-    """The ``[pytest]`` section of a project whose runs are ``agent``'s, in ``image`` on ``sandbox``."""
+    """The ``[pytest]`` section of a project whose runs are ``agent``'s, in ``image`` on ``sandbox``
+    (suites too small for a verdict run anyway, as with ``builders.ini``: the probes use one task)."""
     return (f"[pytest]\nskill_court_skills = skills\nskill_court_models = custom/test-model\n"
             f"skill_court_base_url = {base_url}\nskill_court_agent = {agent}\n"
             f"skill_court_sandbox = {sandbox}\nskill_court_image = {image}\nskill_court_timeout = 120\n"
-            f"skill_court_allow_unpriced = true\n{extra}")
+            f"skill_court_allow_unpriced = true\nskill_court_run_undecidable = true\n{extra}")
 
 
 def question(request: RecordedRequest) -> str:
