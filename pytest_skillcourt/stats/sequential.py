@@ -30,7 +30,7 @@ every multiset M of j tasks, the orderings that reach it without crossing an ear
 look, and weighs them with their probability: the exact rate of every stopping path
 at once, worst over the success level p in 0.2..0.95, the token reserve of the last
 look added.  ``FINAL`` is chosen so that this is <= 5% in every cell of
-``bench/sequential.py`` ``SEQ_REACH`` (1 rep to 40 tasks, 2-4 reps to 20, 5 reps to 16).
+``bench/sequential.py`` ``SEQ_REACH`` (1 rep to 40 tasks, 2-5 reps to 20, as the fixed rule).
 Beyond it (to 40 tasks) the looks past the calibrated ones use the formula of
 :func:`interim_rule`, and the last look ``FINAL_SIMULATED``: the fixed rule's guard at
 the largest fraction of its tail whose simulated rate over the whole path, plus two

@@ -115,6 +115,10 @@ INTERIM: dict[tuple[int, int], tuple[bool, float]] = {
     (13, 5): (False, 4.311833526455238e-05),
     (14, 5): (True, 6.102952477908234e-05),
     (15, 5): (False, 8.034335640558176e-05),
+    (16, 5): (False, 0.00010044721675991706),
+    (17, 5): (False, 0.00012088122680642359),
+    (18, 5): (False, 0.00014130521089115734),
+    (19, 5): (False, 0.00016148045636225276),
 }
 
 FINAL: dict[tuple[int, int], tuple[bool, float]] = {
@@ -224,4 +228,8 @@ FINAL: dict[tuple[int, int], tuple[bool, float]] = {
     (14, 5): (True, 0.012483255223348366),  # path 4.278%, with futility 4.183%; every task 3.957%
     (15, 5): (False, 0.013207173126811467),  # path 4.979%, with futility 4.570%; every task 4.973%
     (16, 5): (False, 0.013855570404766704),  # path 4.869%, with futility 4.582%; every task 4.860%
+    (17, 5): (False, 0.0144389849723075),  # path 4.759%, with futility 4.617%; every task 4.746%
+    (18, 5): (False, 0.014966254465740847),  # path 4.779%, with futility 4.636%; every task 4.618%
+    (19, 5): (False, 0.015444791816291437),  # path 4.867%, with futility 4.712%; every task 4.501%
+    (20, 5): (False, 0.01588082992034795),  # path 4.906%, with futility 4.751%; every task 4.465%
 }

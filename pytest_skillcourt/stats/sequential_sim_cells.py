@@ -69,28 +69,24 @@ FINAL_SIMULATED: dict[tuple[int, int], tuple[bool, float]] = {
     (38, 4): (True, 0.014012138600723138),  # null 4.48% +- 0.21% at p 0.5, token reserve 0.001%
     (39, 4): (True, 0.012084234480590105),  # null 4.26% +- 0.20% at p 0.5, token reserve 0.001%
     (40, 4): (True, 0.01418027545399072),  # null 4.44% +- 0.21% at p 0.7, token reserve 0.001%
-    (17, 5): (False, 0.01010728948061525),  # null 4.18% +- 0.20% at p 0.6, token reserve 0.001%
-    (18, 5): (False, 0.011973003572592678),  # null 4.46% +- 0.21% at p 0.5, token reserve 0.001%
-    (19, 5): (False, 0.01235583345303315),  # null 4.34% +- 0.20% at p 0.5, token reserve 0.001%
-    (20, 5): (False, 0.01270466393627836),  # null 4.44% +- 0.21% at p 0.6, token reserve 0.001%
-    (21, 5): (True, 0.013023702874321065),  # null 4.50% +- 0.21% at p 0.5, token reserve 0.001%
-    (22, 5): (True, 0.01331651645754426),  # null 4.45% +- 0.21% at p 0.5, token reserve 0.001%
+    (21, 5): (True, 0.013023702874321065),  # null 4.49% +- 0.21% at p 0.5, token reserve 0.001%
+    (22, 5): (True, 0.01331651645754426),  # null 4.43% +- 0.21% at p 0.5, token reserve 0.001%
     (23, 5): (True, 0.01358614099771578),  # null 4.39% +- 0.20% at p 0.6, token reserve 0.001%
-    (24, 5): (True, 0.01383517384713131),  # null 4.46% +- 0.21% at p 0.7, token reserve 0.001%
+    (24, 5): (True, 0.01383517384713131),  # null 4.44% +- 0.21% at p 0.7, token reserve 0.001%
     (25, 5): (True, 0.01230761637572556),  # null 4.26% +- 0.20% at p 0.6, token reserve 0.001%
-    (26, 5): (True, 0.014280088656738778),  # null 4.48% +- 0.21% at p 0.5, token reserve 0.001%
-    (27, 5): (True, 0.014479569429993601),  # null 4.49% +- 0.21% at p 0.7, token reserve 0.001%
-    (28, 5): (True, 0.012832527223986827),  # null 4.39% +- 0.20% at p 0.7, token reserve 0.001%
-    (29, 5): (True, 0.012984903507887434),  # null 4.40% +- 0.21% at p 0.5, token reserve 0.001%
+    (26, 5): (True, 0.014280088656738778),  # null 4.47% +- 0.21% at p 0.5, token reserve 0.001%
+    (27, 5): (True, 0.014479569429993601),  # null 4.46% +- 0.21% at p 0.7, token reserve 0.001%
+    (28, 5): (True, 0.012832527223986827),  # null 4.36% +- 0.20% at p 0.7, token reserve 0.001%
+    (29, 5): (True, 0.012984903507887434),  # null 4.37% +- 0.20% at p 0.5, token reserve 0.001%
     (30, 5): (True, 0.013127730194754344),  # null 4.31% +- 0.20% at p 0.7, token reserve 0.001%
-    (31, 5): (True, 0.013261869261596454),  # null 4.37% +- 0.20% at p 0.6, token reserve 0.001%
-    (32, 5): (True, 0.011475499778085518),  # null 4.42% +- 0.21% at p 0.6, token reserve 0.001%
-    (33, 5): (True, 0.013507048199297477),  # null 4.32% +- 0.20% at p 0.5, token reserve 0.001%
-    (34, 5): (True, 0.013619367009711003),  # null 4.40% +- 0.21% at p 0.6, token reserve 0.001%
-    (35, 5): (True, 0.013725577483287453),  # null 4.49% +- 0.21% at p 0.7, token reserve 0.001%
-    (36, 5): (True, 0.013826161503792933),  # null 4.47% +- 0.21% at p 0.6, token reserve 0.001%
-    (37, 5): (True, 0.01392155192451424),  # null 4.44% +- 0.21% at p 0.5, token reserve 0.001%
-    (38, 5): (True, 0.012010404514905548),  # null 4.27% +- 0.20% at p 0.6, token reserve 0.001%
-    (39, 5): (True, 0.012084234480590105),  # null 4.42% +- 0.21% at p 0.5, token reserve 0.001%
-    (40, 5): (True, 0.01418027545399072),  # null 4.55% +- 0.21% at p 0.7, token reserve 0.001%
+    (31, 5): (True, 0.013261869261596454),  # null 4.34% +- 0.20% at p 0.6, token reserve 0.001%
+    (32, 5): (True, 0.011475499778085518),  # null 4.36% +- 0.20% at p 0.6, token reserve 0.001%
+    (33, 5): (True, 0.013507048199297477),  # null 4.31% +- 0.20% at p 0.5, token reserve 0.001%
+    (34, 5): (True, 0.013619367009711003),  # null 4.41% +- 0.21% at p 0.6, token reserve 0.001%
+    (35, 5): (True, 0.013725577483287453),  # null 4.47% +- 0.21% at p 0.7, token reserve 0.001%
+    (36, 5): (True, 0.013826161503792933),  # null 4.46% +- 0.21% at p 0.6, token reserve 0.001%
+    (37, 5): (True, 0.01392155192451424),  # null 4.42% +- 0.21% at p 0.5, token reserve 0.001%
+    (38, 5): (True, 0.012010404514905548),  # null 4.26% +- 0.20% at p 0.6, token reserve 0.001%
+    (39, 5): (True, 0.012084234480590105),  # null 4.44% +- 0.21% at p 0.5, token reserve 0.001%
+    (40, 5): (True, 0.01418027545399072),  # null 4.57% +- 0.21% at p 0.7, token reserve 0.001%
 }
