@@ -106,6 +106,7 @@ import socketserver
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -489,6 +490,17 @@ def _token_key(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
 
 
+#: The gateways started in this process and not stopped, weakly (:func:`running`).
+_live: weakref.WeakSet[Gateway] = weakref.WeakSet()
+
+
+def running() -> list[Gateway]:
+    """The gateways started in this process and not yet stopped: what a test or a debugger
+    looks at.  Each is owned by the session that started it (``SessionGateway``), which
+    stops it at its end; this only lets one see them."""
+    return list(_live)
+
+
 class Gateway:
     """The session's model gateway (see the module docstring).
 
@@ -581,6 +593,7 @@ class Gateway:
         if self._started:
             raise RuntimeError("Gateway.start(): already started; use a new Gateway")
         self._started = True
+        _live.add(self)
         limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=32)
         # No Nagle delay: a request's headers and body, or two stream events, are separate small writes.
         transport = self._transport or httpx.HTTPTransport(
@@ -630,6 +643,7 @@ class Gateway:
         if self._client is not None:
             self._client.close()
             self._client = None
+        _live.discard(self)
 
     def __enter__(self) -> Gateway:
         return self.start()

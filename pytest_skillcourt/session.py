@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Generator, Iterator, Sequence
 import pytest
 
 from .agent.client import ModelConfigError, ModelSpec, resolve_model
-from .agent.context import RunContext
+from .agent.context import RunContext, SessionGateway
 from .agent.runner import get_runner
 from .cache import reach_of, run_key, still_valid
 from .clock import new_trial_id
@@ -59,6 +58,13 @@ from .trial import Outcome, SuiteFacts, Target, TrialResult, TrialRun, group_pai
 POLL_S = 0.25
 #: How long an xdist worker holds the marks of its cached runs before it writes them.
 MARK_MAX_AGE_S = 0.1
+
+
+def _start_gateway(settings: Settings) -> Any:
+    """The session's gateway, started (imported here, not at load: workers stay light)."""
+    from .agent.sandboxed import start_gateway
+
+    return start_gateway(settings)
 
 
 class Terminated(KeyboardInterrupt):
@@ -130,6 +136,9 @@ class SkillCourt:
         winput: dict[str, Any] = getattr(config, "workerinput", {})
         self.trial: str = winput.get("skill_court_trial") or new_trial_id()
         self.backend: str | None = winput.get("skill_court_backend")
+        #: this process's model gateway, for agents inside the sandbox: started by the first
+        #: run that needs it, stopped at the session's end (pytest_unconfigure)
+        self.gateway = SessionGateway(lambda: _start_gateway(self.settings))
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}
         self._suite_sources: dict[str, SuiteSource] = {}
@@ -805,7 +814,7 @@ class SkillCourt:
                           task=item.task, arm=run.arm, rep=run.rep, model=self.model(run.model),
                           trial=self.trial, backend=self.resolve_backend(), image=image,
                           image_id=self.image_id(image), spent_usd=lambda: store.spend(self.trial),
-                          quarantined=self.quarantined_for(run.model))
+                          quarantined=self.quarantined_for(run.model), gateway=self.gateway)
 
     def quarantined_for(self, model: str) -> frozenset[str]:
         """With ini ``skill_court_quarantine_hides``: the skills the quarantine file hides
@@ -961,9 +970,7 @@ class SkillCourt:
         finally:
             if self._sigterm is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, self._sigterm)
-            sandboxed = sys.modules.get(f"{__package__}.agent.sandboxed")
-            if sandboxed is not None:  # an agent inside a sandbox may have started the gateway
-                sandboxed.stop_gateway()
+            self.gateway.close()  # an agent inside a sandbox may have started it
             if self._progress is not None:
                 self._progress.close()
             if self._reader is not None:

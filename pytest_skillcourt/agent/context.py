@@ -7,14 +7,64 @@ A leaf below the runners and the orchestrator: ``run.py`` builds one per run,
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..options import Settings
 from ..records import ARM_WITHOUT
 from ..skills import Library
 from ..suite import Suite, Task
 from .client import ModelSpec
+
+if TYPE_CHECKING:
+    from ..gateway import Gateway
+
+
+class SessionGateway:
+    """The session's model gateway: owned by the session, which makes one per process
+    (controller or worker) and closes it at its end; started by the first run whose agent
+    needs it (``start``: ``agent/sandboxed.start_gateway`` with the session's pricing), so a
+    session of cached or built-in runs never starts one.  Nothing is imported here: the
+    session module stays light for xdist workers."""
+
+    def __init__(self, start: Callable[[], Gateway]) -> None:
+        self._start = start
+        self._lock = threading.Lock()
+        self._gateway: Gateway | None = None
+        self._closed = False
+
+    @property
+    def started(self) -> Gateway | None:
+        """The gateway, if a run started it (and the session has not closed it)."""
+        return self._gateway
+
+    def get(self) -> Gateway:
+        """The gateway, started on first use.
+
+        Raises:
+            RuntimeError: the session already closed it (a run after the session's end).
+            OSError: it could not start.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the session's model gateway is closed: the session has ended")
+            if self._gateway is None:
+                self._gateway = self._start()
+            return self._gateway
+
+    def close(self) -> None:
+        """Stop the gateway, if one started (every open run is closed); safe twice."""
+        with self._lock:
+            gateway, self._gateway, self._closed = self._gateway, None, True
+        if gateway is not None:
+            gateway.stop()
+
+    def __enter__(self) -> SessionGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -38,6 +88,8 @@ class RunContext:
     spent_usd: Callable[[], float] | None = field(default=None, compare=False)
     #: skills the quarantine file hides from this run's model (ini skill_court_quarantine_hides)
     quarantined: frozenset[str] = frozenset()
+    #: the session's model gateway, for agents that run behind it; not part of the cache key
+    gateway: SessionGateway | None = field(default=None, compare=False)
 
     @property
     def hidden(self) -> frozenset[str]:

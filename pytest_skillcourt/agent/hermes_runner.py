@@ -32,7 +32,7 @@ exited ``hermes-agent`` container) is off.  After the run every container
 with the run's profile label other than the sandbox is removed anyway.
 
 The model: through the session's model gateway (``gateway.py``,
-``agent/sandboxed.gateway_for``).  Each run opens a gateway run with a TCP
+``agent/sandboxed.session_gateway``).  Each run opens a gateway run with a TCP
 listener of its own on ``127.0.0.1`` that accepts only that run's token; the
 clone's ``config.yaml`` names that URL (``provider: custom``: Hermes speaks
 OpenAI chat completions, streamed) and the token as its API key, so the
@@ -138,7 +138,7 @@ from ..sandbox.workspace import WORKSPACE as SANDBOX_WORKSPACE
 from .builtin import WRAP_UP, wrap_up_margin
 from .context import RunContext
 from .runner import AgentResult, SandboxNeeds
-from .sandboxed import SANDBOX_PATH, AgentRun, agent_result, classify, gateway_for, run_agent
+from .sandboxed import SANDBOX_PATH, AgentRun, agent_result, classify, run_agent, session_gateway
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
@@ -865,7 +865,7 @@ def run_hermes_agent(ctx: RunContext, sandbox: Sandbox) -> AgentResult:
         )
     hermes = find_hermes()
     assert hermes is not None  # hermes_reason checked it
-    gateway = gateway_for(ctx.settings)
+    gateway = session_gateway(ctx)
     run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
     started = time.monotonic()
     grant = gateway.open_run(run_id, ctx.model, gateway_limits(ctx, started), tcp=True)

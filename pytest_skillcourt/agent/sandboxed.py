@@ -24,8 +24,9 @@ else (docs/architecture.md, "Agents inside the sandbox"):
    every CLI agent.
 
 The gateway: one per process, started the first time a run needs it
-(:func:`gateway_for`) with the session's pricing, so a budget can stop a run
-midway; the session stops it at its end (:func:`stop_gateway`).
+(:func:`session_gateway`: the ``SessionGateway`` the session owns and puts in each
+``RunContext``, started on first use with the session's pricing), so a budget can stop a
+run midway; the session stops it at its end.
 """
 
 from __future__ import annotations
@@ -82,12 +83,12 @@ __all__ = [
     "check_inside",
     "classify",
     "elf_interpreter",
-    "gateway_for",
+    "session_gateway",
+    "start_gateway",
     "json_lines",
     "native_executable",
     "npm_target",
     "run_agent",
-    "stop_gateway",
 ]
 
 #: Where agent binaries are mounted in the sandbox (read-only, one file each).
@@ -117,38 +118,35 @@ NPM_TARGETS = {
 if posixpath.dirname(SANDBOX_SOCKET) != GATEWAY_MOUNT:  # pragma: no cover - two modules must agree
     raise ImportError(f"gateway.SANDBOX_SOCKET {SANDBOX_SOCKET} is not in sandbox GATEWAY_MOUNT {GATEWAY_MOUNT}")
 
-_lock = threading.Lock()
-_gateway: Gateway | None = None
-
-
 # -- the session's gateway -------------------------------------------------------
 
 
-def gateway_for(settings: Settings) -> Gateway:
-    """The process's gateway, started on first use with ``settings``' pricing.
+def start_gateway(settings: Settings) -> Gateway:
+    """A gateway with ``settings``' pricing, started: what a session's
+    :class:`~pytest_skillcourt.agent.context.SessionGateway` starts on first use.
 
     It listens on no shared address: every run gets a socket of its own.
 
     Raises:
         OSError: it could not start.
     """
-    global _gateway
-    with _lock:
-        if _gateway is None:
-            def cost(model, input_tokens, output_tokens, reported):  # type: ignore[no-untyped-def]
-                return price(settings, model, input_tokens, output_tokens, reported)[0]
+    def cost(model, input_tokens, output_tokens, reported):  # type: ignore[no-untyped-def]
+        return price(settings, model, input_tokens, output_tokens, reported)[0]
 
-            _gateway = Gateway(listen=(), price=cost).start()
-        return _gateway
+    return Gateway(listen=(), price=cost).start()
 
 
-def stop_gateway() -> None:
-    """Stop the process's gateway, if one started (every open run is closed); safe twice."""
-    global _gateway
-    with _lock:
-        gateway, _gateway = _gateway, None
-    if gateway is not None:
-        gateway.stop()
+def session_gateway(ctx: RunContext) -> Gateway:
+    """The gateway of the session that made ``ctx`` (started on its first use).
+
+    Raises:
+        SandboxError: ``ctx`` was made without one (only a session's contexts carry it).
+        OSError: it could not start.
+    """
+    if ctx.gateway is None:
+        raise SandboxError("this run's context has no session gateway: an agent inside the sandbox reaches "
+                           "its model only through the gateway its session owns (RunContext.gateway)")
+    return ctx.gateway.get()
 
 
 # -- one run ---------------------------------------------------------------------
@@ -392,7 +390,7 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
     if not folder:
         raise SandboxError(f"{sandbox!r} has no gateway folder: the runner's sandbox_needs(ctx) must ask for one")
     settings = ctx.settings
-    gateway = gateway_for(settings)
+    gateway = session_gateway(ctx)
     run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
     started = time.monotonic()
     run_limits = limits(started) if limits is not None else RunLimits(

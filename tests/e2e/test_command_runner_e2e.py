@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_skillcourt.agent import sandboxed
+from pytest_skillcourt import gateway
 from tests.support.agent_e2e import BODIES, REAL_KEY, TOKENS
 from tests.support.builders import junit_properties, task, write_skill, write_suite
 from tests.support.claude_e2e import (  # noqa: F401  (claude_setup: a fixture)
@@ -65,7 +65,7 @@ def test_the_shipped_claude_preset_reaches_helps_and_hurts(pytester: pytest.Pyte
                                                CHECK.format(value=f"TOTAL-{i}")) for i in (1, 2, 3)])
     pytester.makefile(".ini", pytest=court_ini(server.base_url, claude_setup, "claude-code-plain"))
     result = run_court(pytester)
-    assert sandboxed._gateway is None
+    assert gateway.running() == []  # the session stopped the gateway it started
     result.stdout.fnmatch_lines(["*agent command*"])
     result.stdout.fnmatch_lines_random(["*helps-skill*HELPS*", "*hurts-skill*HURTS*"])
     props = junit_properties(pytester.path / "junit.xml")

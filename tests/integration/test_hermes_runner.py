@@ -232,7 +232,7 @@ def test_a_host_agents_gateway_run_has_a_loopback_listener_of_its_own(tmp_path: 
     127.0.0.1 for its run alone; another run's token is refused there, and it is gone
     once the run closes."""
     ctx = make_ctx(tmp_path, None, "with")
-    gateway = sandboxed.gateway_for(ctx.settings)
+    gateway = sandboxed.session_gateway(ctx)
     one = gateway.open_run(f"one-{uuid.uuid4().hex}", ctx.model, RunLimits(), tcp=True)
     other = gateway.open_run(f"other-{uuid.uuid4().hex}", ctx.model, RunLimits(), tcp=True)
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.agent import sandboxed
+from pytest_skillcourt import gateway
 from pytest_skillcourt.agent.client import ModelSpec
 from pytest_skillcourt.gateway import FORWARDER_PORT
 from tests.support.agent_clis import claude_binary
@@ -160,7 +160,7 @@ def check_library_verdicts(pytester: pytest.Pytester, result: pytest.RunResult, 
     """Assert what a session of :func:`write_library`'s project under ``agent`` must show:
     the gateway stopped, HELPS/HURTS/NEUTRAL, 18 answered runs whose ``skill_loaded``
     (from the gateway's transcript) is true in the ``with`` arm only; the runs' properties."""
-    assert sandboxed._gateway is None  # the session stopped the gateway it started
+    assert gateway.running() == []  # the session stopped the gateway it started
     result.stdout.fnmatch_lines([f"*agent {agent}*"])
     result.stdout.fnmatch_lines_random(["*helps-skill*HELPS*", "*hurts-skill*HURTS*", "*neutral-skill*NEUTRAL*"])
     props = junit_properties(pytester.path / "junit.xml")
@@ -219,9 +219,8 @@ def other_service() -> Iterator[tuple[int, list[str]]]:
 def probe_command(server: LLMServer, other_port: int, run_id: str, key_env: str) -> str:
     """:data:`PROBE` for this session, with a token of another run (``run_id``, opened
     now at the session's gateway) that must not work on the probing run's socket."""
-    gateway = sandboxed._gateway
-    assert gateway is not None
-    grant = gateway.open_run(run_id, ModelSpec(label="custom/test-model", provider="custom",
+    [session_gateway] = gateway.running()  # the session's, which started for the probing run
+    grant = session_gateway.open_run(run_id, ModelSpec(label="custom/test-model", provider="custom",
                                                name="test-model", base_url=server.base_url),
                              agent_base_url="http://127.0.0.1:9")
     return PROBE.format(server_port=server.port, other_port=other_port, host_ip=_host_ip(),

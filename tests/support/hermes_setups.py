@@ -4,10 +4,12 @@ find this checkout's plugin, and a run context of the ``hermes`` runner from pla
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 
-from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.options import AgentChoice
+from pytest_skillcourt.agent.context import RunContext, SessionGateway
+from pytest_skillcourt.agent.sandboxed import start_gateway
+from pytest_skillcourt.options import AgentChoice, Settings
 from pytest_skillcourt.skills import load_library
 from pytest_skillcourt.suite import Suite, Task
 from tests.support.builders import model_spec, settings, write_skill
@@ -105,4 +107,12 @@ def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, 
     return RunContext(settings=run_settings, library=library,
                       suite=suite, suite_rel=f"skills_tests/{SKILL}.yaml", task=suite.tasks[0],
                       arm=arm, rep=1, model=model, trial="t", backend="docker", image="img",
-                      image_id="sha256:x")
+                      image_id="sha256:x", gateway=test_gateway(run_settings))
+
+
+def test_gateway(run_settings: Settings) -> SessionGateway:
+    """A session's gateway for a context made by hand (started on first use, stopped when
+    the test process ends), as ``SkillCourt`` gives each of its runs."""
+    holder = SessionGateway(lambda: start_gateway(run_settings))
+    atexit.register(holder.close)
+    return holder

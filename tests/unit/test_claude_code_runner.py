@@ -184,18 +184,30 @@ def test_elf_interpreter(tmp_path: Path) -> None:
         assert sandboxed.elf_interpreter(os.path.realpath("/bin/bash")) == "/lib64/ld-linux-x86-64.so.2"
 
 
-def test_the_gateway_starts_once_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_session_gateway_starts_once_on_first_use_and_stops() -> None:
+    from pytest_skillcourt import gateway
+    from pytest_skillcourt.agent.context import SessionGateway
     from pytest_skillcourt.options import Settings
 
-    settings = object.__new__(Settings)  # gateway_for reads nothing of it until a call is priced
-    sandboxed.stop_gateway()
-    first = sandboxed.gateway_for(settings)
+    settings = object.__new__(Settings)  # start_gateway reads nothing of it until a call is priced
+    starts = []
+
+    def start():  # type: ignore[no-untyped-def]
+        starts.append(1)
+        return sandboxed.start_gateway(settings)
+
+    holder = SessionGateway(start)
+    assert holder.started is None and starts == []  # a session of cached runs starts none
+    first = holder.get()
     try:
-        assert sandboxed.gateway_for(settings) is first and first.urls == []  # no shared listener
+        assert holder.get() is first and first.urls == [] and starts == [1]  # no shared listener
+        assert first in gateway.running()
     finally:
-        sandboxed.stop_gateway()
-        sandboxed.stop_gateway()
-    assert sandboxed._gateway is None
+        holder.close()
+        holder.close()
+    assert holder.started is None and first not in gateway.running()
+    with pytest.raises(RuntimeError, match="the session has ended"):
+        holder.get()
 
 
 # -- transcript.py on Claude Code's Skill tool --------------------------------------------------------
