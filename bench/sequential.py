@@ -1030,6 +1030,12 @@ def _simulated_row(job: tuple[int, int, int, int]) -> dict:
             "null_eff": rate, "null_se": se}
 
 
+def _pct0(new: float, old: float) -> str:
+    """How many percent fewer ``new`` is than ``old``, whole (never "-0%")."""
+    v = round(100 * (1 - new / old))
+    return f"{v + 0}%"
+
+
 def render_tables(rows: Sequence[dict]) -> tuple[str, bool]:
     """Per cell and overall: mean runs per decided verdict (every trial of 3 tasks or more
     ends with one; both arms, every rep) of the sequential rule, every task, and today's
@@ -1059,9 +1065,11 @@ def render_tables(rows: Sequence[dict]) -> tuple[str, bool]:
         pa = "/".join(f"{100 * r['helps_all'][i]:.0f}%" for i in eff) if "helps_all" in r else "-"
         nul = (f"{100 * r['null_eff']:.2f}% +- {100 * r['null_se']:.2f}%" if sim else f"{100 * r['null_eff']:.3f}%")
         fixed = f"{100 * r['null_fixed']:.3f}%" if "null_fixed" in r else "-"
+        how = (f"simulated: runs {r['trials']:,} trials per scenario, null {SIM_TRIALS:,} per p" if sim
+               else "exact")
         lines.append(f"| {r['n']} x {r['reps']} | {runs['seq']:.1f} | {runs['all']:.1f} | {runs['today']:.1f} "
-                     f"| {100 * (1 - runs['seq'] / runs['all']):.0f}% | {100 * (1 - runs['seq'] / runs['today']):.0f}% "
-                     f"| {nul} | {fixed} | {pw} | {pa} | {'simulated, ' + str(r['trials']) + ' trials' if sim else 'exact'} |")
+                     f"| {_pct0(runs['seq'], runs['all'])} | {_pct0(runs['seq'], runs['today'])} "
+                     f"| {nul} | {fixed} | {pw} | {pa} | {how} |")
     summary = ["", "| reps | runs/verdict sequential | every task | today | fewer vs every task | fewer vs today |",
                "|" + "---|" * 6]
     for reps, t in sorted(by_reps.items()):
