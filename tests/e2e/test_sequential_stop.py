@@ -76,3 +76,14 @@ def test_an_undecidable_suite_runs_nothing_unless_asked(pytester: pytest.Pyteste
     asked = run_court(pytester, "--skill-court-run-undecidable")
     asked.assert_outcomes(passed=5)
     assert server.chat_requests()
+
+
+def test_the_same_stop_under_xdist(pytester: pytest.Pytester, server: LLMServer) -> None:
+    """Two workers: a later task waits for the earlier ones through the store, so each
+    worker skips the runs after the stop, and the controller decides the same verdict."""
+    pytest.importorskip("xdist")
+    _project(pytester, server, 10)
+    result = run_court(pytester, "-n", "2", *TEN, "--skill-court-json=out.json", subprocess=True)
+    result.assert_outcomes(passed=10, skipped=10, failed=1)
+    verdict = _doc(pytester)["verdicts"][0]["verdict"]
+    assert verdict["kind"] == "HURTS" and verdict["n_tasks"] == 5 and "stopped at 5 of 10" in verdict["line"]
