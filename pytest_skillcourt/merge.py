@@ -116,10 +116,15 @@ def _copy(db: GuardedConnection, alias: str) -> dict[str, int]:
 
 
 def _first_tasks(source: dict[str, Any], info: dict[str, Any] | None, warnings: list[str]) -> tuple[str, ...] | None:
-    """The early-stop tasks the shard's session used, or None when early stop was off."""
+    """The task order the shard's session decided by (the sequential rule's, stored as
+    ``task_order``; for verdicts made before it was stored, the seed's first four tasks),
+    or None when early stop was off."""
     argv = (info or {}).get("argv") or []
     if "--skill-court-no-early-stop" in argv:
         return None
+    order = source["data"].get("task_order")
+    if order:
+        return tuple(str(t) for t in order)
     first = source["data"].get("first_tasks")
     if first is None:
         # Verdicts written before first_tasks was stored: the suite's first four tasks.
@@ -258,7 +263,8 @@ def _verdict_data(store: Store, source: dict[str, Any], verdict: Any, used: list
                                if r.record.trial == source["trial"]), 6),
         "failed": verdict.kind is VerdictKind.HURTS if not same else bool(old.get("failed")),
         "cause": old.get("cause") if same else None, "judgments": used,
-        "first_tasks": old.get("first_tasks"), "merged_from": source["trial"],
+        "first_tasks": old.get("first_tasks"), "task_order": old.get("task_order"),
+        "merged_from": source["trial"],
         "made_at": utc_now(),
     }
 

@@ -259,6 +259,8 @@ class Outcome:
             "cause": self.cause.to_dict() if self.cause is not None else None,
             "judgments": [dict(j) for j in self.judgments],
             "first_tasks": list(self.target.first_tasks),
+            # the order the sequential rule looked at the tasks in (merge decides again by it)
+            "task_order": list(self.target.order),
             "made_at": self.made_at,
             "suite_source": dict(self.suite_source),
         }

@@ -64,3 +64,16 @@ def test_a_cause_found_wins_over_a_failed_attempt_and_keeps_its_cost(tmp_path: P
         finally:
             con.close()
         assert (trial, json.loads(data)["cause"], cost) == ("tb", "the rule misled it", 0.048), order
+
+
+def test_merge_decides_again_by_the_sessions_task_order() -> None:
+    """The sequential rule looks at the tasks in suite order; merge decides again by the
+    order the session stored with its verdict, not by the first four tasks or by ids."""
+    from pytest_skillcourt.merge import _first_tasks
+
+    order = ["z-last-id", "b", "a", "y", "c", "d"]
+    source = {"suite": "skills_tests/s.yaml", "data": {"first_tasks": order[:4], "task_order": order}}
+    assert _first_tasks(source, {"argv": []}, []) == tuple(order)
+    assert _first_tasks(source, {"argv": ["--skill-court-no-early-stop"]}, []) is None
+    older = {"suite": "skills_tests/s.yaml", "data": {"first_tasks": order[:4]}}  # before task_order
+    assert _first_tasks(older, {"argv": []}, []) == tuple(order[:4])
