@@ -145,12 +145,11 @@ from pathlib import Path
 from typing import Any, Callable, Container, Iterable, Mapping, Sequence
 
 from pytest_skillcourt import auto
+from pytest_skillcourt.layout import active_hermes_quarantine as quarantine_file
 from pytest_skillcourt.quarantine import (
-    ENV_VAR,
     QuarantineEntry,
     QuarantineFileError,
     QuarantineIndex,
-    hermes_path,
     read_entries,
 )
 from pytest_skillcourt.skills import Library, Skill, parse_frontmatter
@@ -178,21 +177,6 @@ _NAMESPACE_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
 # -- the quarantine file, re-read when it changes ------------------------------
-
-
-def quarantine_file() -> Path:
-    """The file the plugin reads: ``$SKILL_COURT_QUARANTINE``, else under the
-    active Hermes home (Hermes' own resolution, so profiles and per-context
-    overrides are honoured), else :func:`~pytest_skillcourt.quarantine.hermes_path`."""
-    explicit = os.environ.get(ENV_VAR, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    try:
-        from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
-
-        return Path(get_hermes_home()) / "plugin-data" / "skill-court" / "quarantine.json"
-    except Exception:
-        return hermes_path()
 
 
 class QuarantineView:

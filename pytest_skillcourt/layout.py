@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import yaml
 
 from . import safe_yaml
-from .quarantine import ENV_VAR
+from .quarantine import ENV_VAR, hermes_path
 
 HERMES = "hermes"
 REPOSITORY = "repository"
@@ -242,3 +242,18 @@ def hermes_model(home: Path) -> ProfileModel:
             return ProfileModel(name, None)
     return ProfileModel(None, None, f"the profile's model {name!r} (provider {provider or 'auto'!r}) has no "
                                     "skill-court name")
+
+
+def active_hermes_quarantine() -> Path:
+    """The quarantine file the Hermes plugin reads in this process: ``$SKILL_COURT_QUARANTINE``,
+    else under the active Hermes home (Hermes' own resolution, so profiles and per-context
+    overrides are honoured), else :func:`~pytest_skillcourt.quarantine.hermes_path`."""
+    explicit = os.environ.get(ENV_VAR, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    try:
+        from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
+
+        return Path(get_hermes_home()) / "plugin-data" / "skill-court" / "quarantine.json"
+    except Exception:
+        return hermes_path()

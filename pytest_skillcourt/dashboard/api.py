@@ -39,7 +39,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..hermes import quarantine_file
+from ..layout import active_hermes_quarantine as quarantine_file
 from ..layout import default_hermes_home, hermes_layout
 from ..store import Store, StoreError
 from . import court, secret
