@@ -224,7 +224,7 @@ def test_the_profiles_model_is_the_default(court: Court, server: LLMServer) -> N
 
 
 def test_a_model_that_never_answers_exits_4(court: Court) -> None:
-    court.add_tasks(n=1)
+    court.add_tasks(n=3)  # a suite that can reach a verdict: one of fewer tasks runs nothing
     done = court.command("trial", SKILL, "--model", "custom/m", "--base-url", "http://127.0.0.1:9/v1",
                          "--sandbox", "local", "--allow-unpriced", "--parallel", "1", "--timeout", "30",
                          "--agent", "builtin")
