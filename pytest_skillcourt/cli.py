@@ -839,6 +839,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
             agent=agent, sandbox=args.sandbox, tasks=args.tasks, reps=args.reps, parallel=args.parallel,
             budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
             keep_sandboxes=args.keep_sandboxes, fresh=args.fresh, items=args.items,
+            run_undecidable=args.run_undecidable,
             judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
                                              if layout.hermes_home is not None else None),
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
@@ -934,6 +935,9 @@ def _parser_trial(sub: Any, common: argparse.ArgumentParser) -> None:
                              "set that no longer hurt)")
     parser.add_argument("--keep-sandboxes", action="store_true", help="keep the last pair's sandboxes")
     parser.add_argument("--fresh", action="store_true", help="ignore cached runs and judgments")
+    parser.add_argument("--run-undecidable", action="store_true",
+                        help="run a suite too small ever to reach a verdict (fewer than 3 tasks) anyway; "
+                             "without it such a suite runs nothing and says how many tasks to add")
     parser.add_argument("--items", choices=ITEM_LAYOUTS, default=None,
                         help="run: one pytest item per run (the default); skill: one item per skill and "
                              "model doing all its runs, for trials of hundreds of skills (README \"Item "

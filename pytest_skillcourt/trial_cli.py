@@ -136,6 +136,7 @@ class TrialOptions:
     judge_model: str | None = None
     judge_tokens: int | None = None
     fresh: bool = False
+    run_undecidable: bool = False  # run a suite too small ever to reach a verdict anyway
     as_json: bool = False
     quarantine: Path | None = None
     hermes_profile: Path | None = None  # for --agent hermes
@@ -368,7 +369,8 @@ def pytest_args(layout: Layout, selection: Selection, options: TrialOptions, *, 
     ]
     args += [f"--skill-court-{name}={value}" for name, value in one_to_one if value is not None]
     flags = [("allow-unpriced", options.allow_unpriced), ("apply", options.apply),
-             ("keep-sandboxes", options.keep_sandboxes), ("fresh", options.fresh)]
+             ("keep-sandboxes", options.keep_sandboxes), ("fresh", options.fresh),
+             ("run-undecidable", options.run_undecidable)]
     args += [f"--skill-court-{name}" for name, on in flags if on]
     args += [f"--skill-court-quarantine={quarantine}", f"--skill-court-json={json_path}"]
     args += [str(p) for p in selection.suites]
@@ -410,7 +412,7 @@ class Progress:
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-            what = "skipped: " + reason.removeprefix("Skipped: ")
+            what = "skipped: " + as_trial_flags(reason.removeprefix("Skipped: "))
         elif report.failed:
             self.failed += 1
             what = "error (see the log)"
@@ -422,6 +424,19 @@ class Progress:
                 what += ", cached"
         count = f"{self.done}/{self.total}" if self.total else str(self.done)
         self._say(f"[{count}] {report.nodeid.split('::', 1)[-1]} {props.get('skill', '')}: {what}"[:300])
+
+
+#: pytest's options a run's skip reason may name, as `trial` spells them.
+TRIAL_FLAGS = {"--skill-court-run-undecidable": "--run-undecidable", "--skill-court-budget": "--budget",
+               "--skill-court-allow-unpriced": "--allow-unpriced", "--skill-court-timeout": "--timeout"}
+
+
+def as_trial_flags(text: str) -> str:
+    """``text`` with pytest's option names that `trial` has under another name replaced,
+    so a hint works as printed."""
+    for theirs, ours in TRIAL_FLAGS.items():
+        text = text.replace(theirs, ours)
+    return text
 
 
 @contextlib.contextmanager

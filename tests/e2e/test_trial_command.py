@@ -281,3 +281,18 @@ def test_the_trial_output_fits_a_narrow_terminal(court: Court, server: LLMServer
     out = " ".join(done.stdout.split())
     assert "cause: the skill's rule about totals misled the model" in out
     assert f"undo: skill-court release {SKILL} --model" in out and "these verdicts again: skill-court report" in out
+
+
+def test_an_undecidable_suite_runs_nothing_unless_asked(court: Court, server: LLMServer) -> None:
+    """One task can never give a verdict: the trial says so and starts no run; with
+    --run-undecidable it runs the task in both arms anyway."""
+    server.set_handler(hurting_model())
+    court.add_tasks(n=1)
+    done = court.trial(SKILL)
+    assert done.returncode == 0, done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "add 2 tasks" in said and "(--run-undecidable runs it anyway)" in said  # the trial's own flag
+    assert server.chat_requests() == []
+    asked = court.trial(SKILL, "--run-undecidable")
+    assert asked.returncode == 0, asked.stderr
+    assert "INCONCLUSIVE" in asked.stdout and len(server.chat_requests()) >= 2
