@@ -18,6 +18,7 @@ reads what a session writes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import json
@@ -27,8 +28,11 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_skillcourt.clock import utc_now
 from pytest_skillcourt.quarantine import QuarantineEntry, apply_trial
@@ -209,3 +213,37 @@ class Dashboard:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self._out.close()
+
+
+# -- the tab's API in process ------------------------------------------------------------
+
+#: Where Hermes' dashboard mounts the tab's routes.
+API = "/api/plugins/skill-court"
+
+
+@pytest.fixture
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Profile:
+    """A built profile that is this test's active Hermes home (no quarantine or store override)."""
+    built = build(tmp_path / "home")
+    monkeypatch.setenv("HERMES_HOME", str(built.home))
+    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
+    monkeypatch.delenv("SKILL_COURT_STORE", raising=False)
+    return built
+
+
+@contextlib.contextmanager
+def api_client(owner_secret: str | None = None) -> Iterator[Any]:
+    """FastAPI's test client of the tab's routes, as a caller with Hermes' session token (the
+    dashboard's middleware let it in); with ``owner_secret``, also the owner's secret."""
+    import fastapi
+    from fastapi.testclient import TestClient
+
+    from pytest_skillcourt.dashboard import secret
+    from pytest_skillcourt.dashboard.api import router
+
+    app = fastapi.FastAPI()
+    app.include_router(router, prefix=API)
+    with TestClient(app) as client:
+        if owner_secret is not None:
+            client.headers[secret.HEADER] = owner_secret
+        yield client

@@ -13,44 +13,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fastapi
 import pytest
 import yaml
 from fastapi.testclient import TestClient
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.dashboard import court, install, secret
-from pytest_skillcourt.dashboard.api import router
 from pytest_skillcourt.quarantine import read_entries
 from pytest_skillcourt.store import Store
 from tests.support.dashboard_profile import (
+    API,
     HOSTILE,
     HURTS_SKILL,
     MODEL,
     OTHER_MODEL,
     Profile,
-    build,
+    api_client,
+    profile,  # noqa: F401  (a fixture)
     record_appeal,
 )
-
-API = "/api/plugins/skill-court"
-
-
-@pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Profile:
-    built = build(tmp_path / "home")
-    monkeypatch.setenv("HERMES_HOME", str(built.home))
-    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
-    monkeypatch.delenv("SKILL_COURT_STORE", raising=False)
-    return built
 
 
 @pytest.fixture
 def client(profile: Profile) -> Iterator[TestClient]:
-    app = fastapi.FastAPI()
-    app.include_router(router, prefix=API)
-    with TestClient(app) as c:
-        c.headers[secret.HEADER] = secret.ensure(secret.secret_path(profile.home), os.geteuid())[0]  # the owner's
+    owner = secret.ensure(secret.secret_path(profile.home), os.geteuid())[0]
+    with api_client(owner) as c:
         yield c
 
 

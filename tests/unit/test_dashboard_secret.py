@@ -13,35 +13,20 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import fastapi
 import pytest
 from fastapi.testclient import TestClient
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.dashboard import install, secret
-from pytest_skillcourt.dashboard.api import router
 from pytest_skillcourt.quarantine import read_entries
 from pytest_skillcourt.store import Store
-from tests.support.dashboard_profile import HURTS_SKILL, MODEL, Profile, build
-
-API = "/api/plugins/skill-court"
-
-
-@pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Profile:
-    built = build(tmp_path / "home")
-    monkeypatch.setenv("HERMES_HOME", str(built.home))
-    monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
-    monkeypatch.delenv("SKILL_COURT_STORE", raising=False)
-    return built
+from tests.support.dashboard_profile import API, HURTS_SKILL, MODEL, Profile, api_client, profile  # noqa: F401
 
 
 @pytest.fixture
 def client(profile: Profile) -> Iterator[TestClient]:
     """A caller with Hermes' session token (the dashboard's middleware let it in) and nothing else."""
-    app = fastapi.FastAPI()
-    app.include_router(router, prefix=API)
-    with TestClient(app) as c:
+    with api_client() as c:
         yield c
 
 
