@@ -105,7 +105,10 @@ HERMES_RUNNER = "hermes"
 #: ``pytest --skill-court`` option names in a message, as ``trial`` spells them.
 TRIAL_FLAGS = (("--skill-court-sandbox", "--sandbox"), ("--skill-court-agent", "--agent"),
                ("--skill-court-image", "--image"), ("--skill-court-base-url", "--base-url"),
-               ("--skill-court-hermes-profile", "--hermes-home"))
+               ("--skill-court-hermes-profile", "--hermes-home"),
+               # named by runs' skip reasons
+               ("--skill-court-run-undecidable", "--run-undecidable"), ("--skill-court-budget", "--budget"),
+               ("--skill-court-allow-unpriced", "--allow-unpriced"), ("--skill-court-timeout", "--timeout"))
 
 
 def trial_flags(text: str) -> str:
@@ -412,7 +415,7 @@ class Progress:
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-            what = "skipped: " + as_trial_flags(reason.removeprefix("Skipped: "))
+            what = "skipped: " + trial_flags(reason.removeprefix("Skipped: "))
         elif report.failed:
             self.failed += 1
             what = "error (see the log)"
@@ -424,19 +427,6 @@ class Progress:
                 what += ", cached"
         count = f"{self.done}/{self.total}" if self.total else str(self.done)
         self._say(f"[{count}] {report.nodeid.split('::', 1)[-1]} {props.get('skill', '')}: {what}"[:300])
-
-
-#: pytest's options a run's skip reason may name, as `trial` spells them.
-TRIAL_FLAGS = {"--skill-court-run-undecidable": "--run-undecidable", "--skill-court-budget": "--budget",
-               "--skill-court-allow-unpriced": "--allow-unpriced", "--skill-court-timeout": "--timeout"}
-
-
-def as_trial_flags(text: str) -> str:
-    """``text`` with pytest's option names that `trial` has under another name replaced,
-    so a hint works as printed."""
-    for theirs, ours in TRIAL_FLAGS.items():
-        text = text.replace(theirs, ours)
-    return text
 
 
 @contextlib.contextmanager
