@@ -32,6 +32,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -112,9 +113,10 @@ TRIAL_FLAGS = (("--skill-court-sandbox", "--sandbox"), ("--skill-court-agent", "
 
 
 def trial_flags(text: str) -> str:
-    """``text`` with the ``--skill-court-*`` options ``trial`` has under another name renamed."""
+    """``text`` with the ``--skill-court-*`` options ``trial`` has under another name renamed
+    (whole option names only: ``--skill-court-agent-preset`` is not ``--agent-preset``)."""
     for pytest_flag, trial_flag in TRIAL_FLAGS:
-        text = text.replace(pytest_flag, trial_flag)
+        text = re.sub(re.escape(pytest_flag) + r"(?![\w-])", trial_flag, text)
     return text
 
 

@@ -113,3 +113,14 @@ def test_the_progress_plugin_works_in_a_session_without_xdist(pytester: pytest.P
     assert out.getvalue().splitlines() == ["[1/3] test_answered house-format: success",
                                            "[2/3] test_errored house-format: error (see the log)"]
     assert (progress.total, progress.done, progress.failed) == (3, 2, 1)
+
+
+def test_trial_flags_rename_whole_option_names_only() -> None:
+    from pytest_skillcourt.trial_cli import trial_flags
+
+    assert trial_flags("raise it with --skill-court-budget") == "raise it with --budget"
+    assert trial_flags("(--skill-court-run-undecidable runs it anyway)") == "(--run-undecidable runs it anyway)"
+    assert trial_flags("--skill-court-agent hermes: x") == "--agent hermes: x"
+    # an option trial does not have keeps pytest's name, prefix or not
+    assert trial_flags("see --skill-court-agent-preset") == "see --skill-court-agent-preset"
+    assert trial_flags("--skill-court-timeout=30 or --skill-court-timeouts") == "--timeout=30 or --skill-court-timeouts"
