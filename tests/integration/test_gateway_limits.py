@@ -60,11 +60,12 @@ def closed_after(sock: socket.socket, send: bytes, every: float, limit: float) -
     for byte in send:
         try:
             sock.sendall(bytes([byte]))
-            if sock.recv(4096) == b"":
-                return time.monotonic() - started
-        except TimeoutError:
-            pass
+            closed = sock.recv(4096) == b""
+        except TimeoutError:  # no answer within `every`: still open, the next byte goes
+            closed = False
         except OSError:  # reset or broken pipe: closed
+            closed = True
+        if closed:
             return time.monotonic() - started
         if time.monotonic() - started > limit:
             break
