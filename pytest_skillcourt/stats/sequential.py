@@ -52,6 +52,7 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
+from pytest_skillcourt.stats.rules import expanded_alpha, success_rule, t_quantile
 from pytest_skillcourt.stats.sequential_cells import BETA, FINAL, GAMMA, INTERIM
 from pytest_skillcourt.stats.sequential_sim_cells import FINAL_SIMULATED
 
@@ -82,8 +83,6 @@ def interim_rule(j: int, reps: int, confidence: float = 0.95, planned: int | Non
     if found is not None:
         guard, tail = found
         return (guard, tail, confidence) if tail > 0 else None
-    from pytest_skillcourt.stats.verdict import expanded_alpha
-
     level = 1.0 - BETA[reps]
     return (True, expanded_alpha(j, level) / 2, level)
 
@@ -93,8 +92,6 @@ def final_rule(n: int, reps: int, confidence: float = 0.95) -> Rule:
     found = (FINAL.get((n, reps)) or FINAL_SIMULATED.get((n, reps))) if confidence == 0.95 else None
     if found is not None:
         return (found[0], found[1], confidence)
-    from pytest_skillcourt.stats.verdict import success_rule
-
     guard, tail = success_rule(n, reps, confidence)
     return (guard, tail, confidence)
 
@@ -124,8 +121,6 @@ def predictive_z(mean: float, var: float, j: int, n: int, h: float, c: float) ->
 def success_futile(mean: float, var: float, j: int, n: int, reps_mean: float, confidence: float = 0.95) -> bool:
     """Whether the success part of the futility rule holds at look j of n: both directions'
     predictive chance of a verdict at the last look is below ``GAMMA``."""
-    from pytest_skillcourt.stats.verdict import t_quantile
-
     if not FUTILITY_FROM <= j < n:
         return False
     up, down = predictive_z(mean, var, j, n, 1.0 / (2.0 * n * reps_mean), t_quantile(n, confidence))
@@ -136,8 +131,6 @@ def tokens_futile(log_ratios: Sequence[float], j: int, n: int, margin: float, co
     """Whether the tokens are not heading for a cost verdict at look j of n: no task
     reported tokens; one did, with its ratio strictly within the margin; or, from two,
     the same predictive test as success on the log ratios against ``log(margin)``."""
-    from pytest_skillcourt.stats.verdict import t_quantile
-
     k = len(log_ratios)
     lim = math.log(margin)
     if k == 0:

@@ -84,8 +84,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import numbers
-import operator
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
@@ -93,8 +91,8 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from pytest_skillcourt.stats.calibrated import CELLS
-from pytest_skillcourt.stats.student_t import t_isf
+from pytest_skillcourt.stats.calibrated import CELLS  # noqa: F401  (re-exported; rules.py reads it)
+from pytest_skillcourt.stats.rules import expanded_alpha, success_rule, t_quantile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -235,36 +233,6 @@ def seed_for(pairs: Sequence[PairOutcome]) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def t_quantile(n: int, confidence: float) -> float:
-    """``t_{(1 - confidence)/2, n-1}``: the t quantile of a two-sided interval over n tasks.
-
-    Pure Python (``student_t.t_isf``), so a verdict does not import scipy; raises
-    ValueError naming the bad argument for n < 2 or a confidence outside (0, 1).
-    """
-    try:
-        tasks = operator.index(n)  # int and numpy integers; not 3.0
-    except TypeError:
-        tasks = 0
-    if isinstance(n, bool) or tasks < 2:
-        raise ValueError(f"t_quantile: n (tasks) must be an integer >= 2, got {n!r}; "
-                         f"a t interval over n tasks has n - 1 degrees of freedom")
-    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
-        raise ValueError(f"t_quantile: confidence must be in (0, 1), got {confidence!r}; "
-                         f"the product's default is 0.95")
-    return _t_quantile(tasks, float(confidence))
-
-
-@lru_cache(maxsize=512)
-def _t_quantile(n: int, confidence: float) -> float:
-    return t_isf((1 - confidence) / 2, n - 1)
-
-
-@lru_cache(maxsize=512)
-def expanded_alpha(n: int, confidence: float = 0.95) -> float:
-    """Hesterberg's expanded level: ``2 * Phi(sqrt(n/(n-1)) * t_{alpha/2, n-1})``."""
-    return 2 * NormalDist().cdf(-math.sqrt(n / (n - 1)) * t_quantile(n, confidence))
-
-
 def _nfold(pmf: np.ndarray, n: int) -> np.ndarray:
     """Distribution of the sum of n independent draws from ``pmf`` (by squaring)."""
     import numpy as np
@@ -382,18 +350,6 @@ def success_evidence(d: Sequence[float], reps: Sequence[int]) -> SuccessEvidence
     same = set(reps)
     return SuccessEvidence(tuple(float(x) for x in pmf), lat, mean, float(np.var(d)),
                            float(np.mean(reps)), same.pop() if len(same) == 1 else 0)
-
-
-def success_rule(n: int, equal_reps: int, confidence: float = 0.95) -> tuple[bool, float]:
-    """``(t guard, tail)`` of the success rule for n tasks with ``equal_reps`` reps each
-    (0: mixed): a bootstrap tail below ``tail`` calls a verdict, and with the guard
-    only where the t interval agrees.  Calibrated cells (``calibrated.CELLS``) have
-    their own; everywhere else the hull at the expanded level."""
-    if confidence == 0.95:
-        rule = CELLS.get((n, equal_reps))
-        if rule is not None:
-            return rule
-    return True, expanded_alpha(n, confidence) / 2
 
 
 def _lopsided_evidence(n: int, reps: int) -> SuccessEvidence:

@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from bench.calibration import Cell, t_signs
-from pytest_skillcourt.stats import verdict
+from pytest_skillcourt.stats import rules, verdict
 from pytest_skillcourt.stats.student_t import t_isf, t_pdf, t_ppf, t_sf
 from pytest_skillcourt.stats.verdict import (
     PairOutcome,
@@ -203,9 +203,11 @@ def test_simulated_verdicts_are_the_same_as_with_scipy(monkeypatch: pytest.Monke
     rng = random.Random(20261201)
     cases = [(_random_pairs(rng), rng.choice([0.95, 0.95, 0.95, 0.9, 0.99])) for _ in range(90)]
     new = [decide(pairs, confidence=c) for pairs, c in cases]
-    monkeypatch.setattr(verdict, "CELLS", _scipy_cells())
-    monkeypatch.setattr(verdict, "t_quantile", lru_cache(maxsize=None)(scipy_t))
-    monkeypatch.setattr(verdict, "expanded_alpha", scipy_expanded_alpha)
+    scipy_quantile = lru_cache(maxsize=None)(scipy_t)
+    for module in (verdict, rules):  # the verdict, and the cell's rule it builds on (stats/rules.py)
+        monkeypatch.setattr(module, "CELLS", _scipy_cells())
+        monkeypatch.setattr(module, "t_quantile", scipy_quantile)
+        monkeypatch.setattr(module, "expanded_alpha", scipy_expanded_alpha)
     old = [decide(pairs, confidence=c) for pairs, c in cases]
     kinds = set()
     for a, b in zip(new, old):

@@ -491,7 +491,7 @@ def test_outside_the_table_decide_keeps_the_hull() -> None:
 def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     """4 tasks x 3 reps, one task moved by one rep: the hint's count lands in a calibrated cell
     (16 tasks x 3 reps), and a real table with that distribution at 16 tasks decides there."""
-    import pytest_skillcourt.stats.verdict as verdict
+    import pytest_skillcourt.stats.rules as rules  # the cells the verdict's rule reads
 
     base = (0, 0, 0, 1)
     v = decide(_rep_table(base, 3))
@@ -502,7 +502,7 @@ def test_hints_use_the_same_regime_as_decide(monkeypatch: pytest.MonkeyPatch) ->
     assert decide(_rep_table(base * 3, 3)).kind is VerdictKind.NEUTRAL  # 12 tasks
     # With the hull everywhere, the same evidence needs 14 more and 16 tasks are not enough:
     # the hint follows the table, it does not assume one rule.
-    monkeypatch.setattr(verdict, "CELLS", {})
+    monkeypatch.setattr(rules, "CELLS", {})
     assert decide(_rep_table(base * 4, 3)).kind is VerdictKind.NEUTRAL
     assert decide(_rep_table(base, 3)).hint == ("cannot become a verdict at 4 tasks with 3 reps; "
                                                 "14 more tasks with the same spread would decide")
