@@ -248,12 +248,11 @@ def active_hermes_quarantine() -> Path:
     """The quarantine file the Hermes plugin reads in this process: ``$SKILL_COURT_QUARANTINE``,
     else under the active Hermes home (Hermes' own resolution, so profiles and per-context
     overrides are honoured), else :func:`~pytest_skillcourt.quarantine.hermes_path`."""
-    explicit = os.environ.get(ENV_VAR, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
+    if os.environ.get(ENV_VAR, "").strip():
+        return hermes_path()
     try:
         from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
 
-        return Path(get_hermes_home()) / "plugin-data" / "skill-court" / "quarantine.json"
-    except Exception:
+        return Path(get_hermes_home()) / HERMES_DATA / "quarantine.json"
+    except Exception:  # not inside Hermes, or its home cannot be resolved
         return hermes_path()
