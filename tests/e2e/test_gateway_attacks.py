@@ -33,9 +33,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ import yaml
 
 from pytest_skillcourt.gateway import DEFAULT_MAX_AUX_CALLS, HEADER_TIMEOUT, MAX_REQUEST_BYTES
 from tests.support.builders import junit_properties, task, write_skill, write_suite
+from tests.support.listeners import serving_api
 from tests.support.sandbox_image import require_bwrap
 
 REAL_KEY = "sk-real-provider-key-attack-0123456789"
@@ -291,14 +291,8 @@ class _Provider(BaseHTTPRequestHandler):
 @pytest.fixture
 def provider() -> Iterator[str]:
     _Provider.reports, _Provider.big_bodies = [], 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Provider)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_api(_Provider) as url:
+        yield url
 
 
 def test_a_hostile_agent_in_a_sandbox_cannot_bend_the_gateway(provider: str, tmp_path: Path,

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -32,6 +32,7 @@ import pytest
 
 from pytest_skillcourt.gateway import Gateway, RunLimits
 from tests.support.builders import model_spec
+from tests.support.listeners import serving_api
 from tests.support.llm_server import LLMServer, Reply
 
 REAL_KEY = "sk-real-provider-key-0123456789-abcdefghijklmnop"
@@ -272,13 +273,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def echo() -> Iterator[str]:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{upstream.server_address[1]}/v1"
-    finally:
-        upstream.shutdown()
-        upstream.server_close()
+    with serving_api(_Echo) as url:
+        yield url
 
 
 def _event(content: str, usage: Any = None) -> bytes:

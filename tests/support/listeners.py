@@ -1,5 +1,6 @@
-"""A listener that accepts every connection and closes it before any byte: another
-service a sandbox must not reach, or a server that drops every request."""
+"""Listeners of the tests: one that accepts every connection and closes it before any
+byte (another service a sandbox must not reach, or a server that drops every request),
+and a hand-written HTTP provider served on loopback (:func:`serving_api`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
@@ -38,3 +40,17 @@ def closing_listener(host: str = "127.0.0.1") -> Iterator[tuple[int, list[str]]]
         stop.set()
         thread.join(timeout=2)
         listener.close()
+
+
+@contextmanager
+def serving_api(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a loopback port by a thread per request: its ``/v1`` base URL,
+    shut down and closed afterwards."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
