@@ -220,6 +220,19 @@ class Choice:
         return cls(guard, tail, top, at, succ, power(cell, s, 0.25), power(cell, s, 0.5))
 
 
+def calls_below(le: np.ndarray, ge: np.ndarray, t_sign: np.ndarray, guard: bool,
+                start: float) -> tuple[np.ndarray, np.ndarray]:
+    """The multisets a cut at ``start`` calls on: the rows whose smaller bootstrap tail is
+    below it (with ``guard``, only where the t guard decides), sorted by that tail
+    (stably), and those tails."""
+    m = np.minimum(le, ge)
+    if guard:
+        m = np.where(t_sign != 0, m, np.inf)
+    rows = np.nonzero(m < start)[0]
+    rows = rows[np.argsort(m[rows], kind="stable")]
+    return rows, m[rows]
+
+
 def _largest_valid_tail(cell: Cell, start: float, guard: bool, token_side: float,
                         target: float) -> Choice:
     """The rule of the family (``guard``) with the largest tail threshold <= ``start``
@@ -231,12 +244,7 @@ def _largest_valid_tail(cell: Cell, start: float, guard: bool, token_side: float
     comes from one cumulative sum per level; from the first candidate valid on the
     grid, bisection finds the first one still valid after the refined search.
     """
-    m = np.minimum(cell.le, cell.ge)
-    if guard:
-        m = np.where(cell.t_sign != 0, m, np.inf)
-    rows = np.nonzero(m < start)[0]
-    rows = rows[np.argsort(m[rows], kind="stable")]
-    ms = m[rows]
+    rows, ms = calls_below(cell.le, cell.ge, cell.t_sign, guard, start)
     # Cut i calls on rows[:ends[i]]; ends decrease with i.
     wide = np.nonzero(np.diff(ms) >= MIN_GAP)[0][::-1] + 1  # j: a wide gap between ms[j-1] and ms[j]
     cuts = [start, *((ms[wide - 1] + ms[wide]) / 2).tolist(), 0.0]  # 0.0: calls on nothing

@@ -57,6 +57,7 @@ from bench.calibration import (  # noqa: E402
     LEVELS,
     MIN_GAP,
     REACH,
+    calls_below,
     diff_pmf,
     multisets,
     t_signs,
@@ -235,12 +236,7 @@ def largest_tail(look: Look, weight: np.ndarray, guard: bool, start: float, targ
     ``token_side * (1 - that + P(reach, mean d = 0))``, is <= ``target``.  Returns
     ``(cut, worst rate, where)``; (0.0, ...) when only calling on nothing is valid."""
     assert look.le is not None and look.ge is not None and look.t_sign is not None
-    m = np.minimum(look.le, look.ge)
-    if guard:
-        m = np.where(look.t_sign != 0, m, np.inf)
-    rows = np.nonzero(m < start)[0]
-    rows = rows[np.argsort(m[rows], kind="stable")]
-    ms = m[rows]
+    rows, ms = calls_below(look.le, look.ge, look.t_sign, guard, start)
     zero = np.nonzero(look.zero)[0]
     zw = weight if zero_weight is None else zero_weight
 
