@@ -757,18 +757,24 @@ def calibrate_simulated_main(workers: int, write: bool) -> int:
              f"+- {100 * r[5]:.2f}% at p {r[6]:g}")
     text = render_simulated(rows)
     _log(f"{len(rows)} simulated cells in {time.perf_counter() - t0:.0f} s")
+    write_generated(SIM_CELLS_PATH, text, write)
+    return 0
+
+
+def write_generated(path: str, text: str, write: bool) -> None:
+    """Say whether the generated module ``path`` holds ``text``; with ``write``, make it so."""
     try:
-        with open(SIM_CELLS_PATH) as f:
+        with open(path) as f:
             same = f.read() == text
     except FileNotFoundError:
         same = False
+    name = "pytest_skillcourt/stats/" + os.path.basename(path)
     if write and not same:
-        with open(SIM_CELLS_PATH, "w") as f:
+        with open(path, "w") as f:
             f.write(text)
-        print("pytest_skillcourt/stats/sequential_sim_cells.py written")
+        print(f"{name} written")
     else:
-        print(f"pytest_skillcourt/stats/sequential_sim_cells.py {'matches' if same else 'DIFFERS (run with --write)'}")
-    return 0
+        print(f"{name} {'matches' if same else 'DIFFERS (run with --write)'}")
 
 
 # --------------------------------------------------------------------------- the judge's own error
@@ -972,14 +978,7 @@ def calibrate_main(reps_list: Sequence[int], workers: int, write: bool, save: st
         print(text)
         _log("not every reps: printed, not written")
         return 0
-    with open(CELLS_PATH) as f:
-        same = f.read() == text
-    if write and not same:
-        with open(CELLS_PATH, "w") as f:
-            f.write(text)
-        print("pytest_skillcourt/stats/sequential_cells.py written")
-    else:
-        print(f"pytest_skillcourt/stats/sequential_cells.py {'matches' if same else 'DIFFERS (run with --write)'}")
+    write_generated(CELLS_PATH, text, write)
     return 0 if worst <= TARGET else 1
 
 
