@@ -158,7 +158,7 @@ threads that make check rooms while the agent runs: their time is hidden behind 
 so it is not taken out of it), written at exit to $SKILL_COURT_BENCH_SANDBOX_TIME as JSON."""
 import atexit, functools, json, os, threading, time
 
-from pytest_skillcourt.run import ROOM_THREAD
+from pytest_skillcourt.engine.run import ROOM_THREAD
 from pytest_skillcourt.sandbox.docker import DockerSandbox
 from pytest_skillcourt.sandbox.local import LocalSandbox
 
@@ -383,11 +383,11 @@ run key and reach digest, ``Store.record_run``); the measured session then reads
 run from its cache."""
 import pytest
 
-from pytest_skillcourt.cache import reach_of, run_key
-from pytest_skillcourt.clock import utc_now
-from pytest_skillcourt.collect import RunItem
-from pytest_skillcourt.records import ANSWERED, RunRecord
-from pytest_skillcourt.session import COURT_KEY
+from pytest_skillcourt.engine.cache import reach_of, run_key
+from pytest_skillcourt.core.clock import utc_now
+from pytest_skillcourt.plugin.collect import RunItem
+from pytest_skillcourt.core.records import ANSWERED, RunRecord
+from pytest_skillcourt.plugin.session import COURT_KEY
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -839,7 +839,7 @@ def judge_null(pick_a: float, pick_b: float, pairs: int, seed: int, name: str = 
     import hashlib
     import re
 
-    from pytest_skillcourt.judge import RunView, judge_pairs
+    from pytest_skillcourt.engine.judge import RunView, judge_pairs
     from tests.support.builders import chat_client
     from tests.support.llm_server import LLMServer, RecordedRequest
 

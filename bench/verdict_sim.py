@@ -339,7 +339,7 @@ def calibrate(workers: int, write: bool) -> None:
     with open(path) as f:
         same = f.read() == text
     if write and not same:
-        from pytest_skillcourt.atomic import write_atomic
+        from pytest_skillcourt.core.atomic import write_atomic
 
         write_atomic(Path(path), text)
         print(f"wrote {os.path.normpath(path)}")

@@ -17,13 +17,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .. import __version__
-from ..sandbox.base import Sandbox
-from .client import ChatClient, ProviderError
-from .context import RunContext
-from .prompt import render_system_prompt
-from .runner import AgentResult, SandboxNeeds
-from .tools import TOOL_SCHEMAS, Toolbox, skill_files_for_sandbox
+from pytest_skillcourt import __version__
+from pytest_skillcourt.sandbox.base import Sandbox
+from pytest_skillcourt.models.client import ChatClient, ProviderError
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.agent.prompt import render_system_prompt
+from pytest_skillcourt.agent.runner import AgentResult, SandboxNeeds
+from pytest_skillcourt.agent.tools import TOOL_SCHEMAS, Toolbox, skill_files_for_sandbox
 
 WRAP_UP = ("Time is almost up. Stop using tools now and reply with your final answer "
            "to the original request, as complete as you can make it.")

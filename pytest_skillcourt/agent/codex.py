@@ -60,14 +60,14 @@ import json
 import re
 from pathlib import Path
 
-from .. import __version__
-from ..gateway import RunGrant
-from ..sandbox.base import AGENT_ROOT, Sandbox, SandboxError
-from ..sandbox.files import SandboxFiles
-from ..skills import Library, Skill
-from .context import RunContext
-from .runner import AgentResult, SandboxNeeds
-from .sandboxed import (
+from pytest_skillcourt import __version__
+from pytest_skillcourt.gateway import RunGrant
+from pytest_skillcourt.sandbox.base import AGENT_ROOT, Sandbox, SandboxError
+from pytest_skillcourt.sandbox.files import SandboxFiles
+from pytest_skillcourt.core.skills import Library, Skill
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.agent.runner import AgentResult, SandboxNeeds
+from pytest_skillcourt.agent.sandboxed import (
     NativeBinary,
     agent_result,
     binary_path,

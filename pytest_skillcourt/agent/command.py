@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
-from ..gateway import RunGrant
-from ..sandbox.base import PathRefused, Sandbox, SandboxError
-from ..sandbox.files import SandboxFiles
-from .context import RunContext
-from .preset import Preset
-from .runner import AgentResult, SandboxNeeds
-from .sandboxed import agent_result, binary_path, check_inside, classify, json_lines, run_agent
+from pytest_skillcourt import __version__
+from pytest_skillcourt.gateway import RunGrant
+from pytest_skillcourt.sandbox.base import PathRefused, Sandbox, SandboxError
+from pytest_skillcourt.sandbox.files import SandboxFiles
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.core.preset import Preset
+from pytest_skillcourt.agent.runner import AgentResult, SandboxNeeds
+from pytest_skillcourt.agent.sandboxed import agent_result, binary_path, check_inside, classify, json_lines, run_agent
 
 __all__ = ["RUNNER", "CommandRunner", "answer_from_json"]
 

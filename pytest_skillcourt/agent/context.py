@@ -11,14 +11,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..options import Settings
-from ..records import ARM_WITHOUT
-from ..skills import Library
-from ..suite import Suite, Task
-from .client import ModelSpec
+from pytest_skillcourt.core.settings import Settings
+from pytest_skillcourt.core.records import ARM_WITHOUT
+from pytest_skillcourt.core.skills import Library
+from pytest_skillcourt.core.suite import Suite, Task
+from pytest_skillcourt.models.client import ModelSpec
 
 if TYPE_CHECKING:
-    from ..gateway import Gateway
+    from pytest_skillcourt.gateway import Gateway
 
 
 class SessionGateway:

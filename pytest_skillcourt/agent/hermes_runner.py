@@ -130,15 +130,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..gateway import RunGrant, RunLimits, RunRecording
-from ..sandbox.base import ExecResult, Sandbox, SandboxError, SandboxUnavailable
-from ..sandbox.files import SandboxFiles
-from ..sandbox.workspace import WORKSPACE as SANDBOX_WORKSPACE
-from .builtin import WRAP_UP, wrap_up_margin
-from .context import RunContext
-from .runner import AgentResult, SandboxNeeds
-from .sandboxed import SANDBOX_PATH, AgentRun, agent_result, classify, run_agent, session_gateway
+from pytest_skillcourt import __version__
+from pytest_skillcourt.gateway import RunGrant, RunLimits, RunRecording
+from pytest_skillcourt.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxUnavailable
+from pytest_skillcourt.sandbox.files import SandboxFiles
+from pytest_skillcourt.sandbox.workspace import WORKSPACE as SANDBOX_WORKSPACE
+from pytest_skillcourt.agent.builtin import WRAP_UP, wrap_up_margin
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.agent.runner import AgentResult, SandboxNeeds
+from pytest_skillcourt.agent.sandboxed import SANDBOX_PATH, AgentRun, agent_result, classify, run_agent, session_gateway
 
 #: Labels Hermes' Docker backend looks for when it reuses a container.
 LABEL_AGENT = "hermes-agent"
@@ -338,7 +338,7 @@ def shebang_python(script: str) -> str | None:
 
 def _system_roots() -> tuple[str, ...]:
     """The host folders every local jail shows anyway (``/usr``, ``/bin`` ...), resolved."""
-    from ..sandbox.local import SYSTEM_DIRS
+    from pytest_skillcourt.sandbox.local import SYSTEM_DIRS
 
     return tuple(sorted({os.path.realpath("/" + name) for name in SYSTEM_DIRS}))
 
@@ -383,7 +383,7 @@ def hermes_install() -> tuple[HermesInstall | None, str]:
 
 
 def _probe_install(hermes: str) -> tuple[HermesInstall | None, str]:
-    from ..sandbox.local import tree_target_refused, unreachable_for
+    from pytest_skillcourt.sandbox.local import tree_target_refused, unreachable_for
 
     fix_env = FIX_VENV + "; or --skill-court-sandbox docker."
     python = shebang_python(hermes)
@@ -765,7 +765,7 @@ def result_from_run(ctx: RunContext, *, exit_code: int, timed_out: bool, elapsed
 
 
 def _container_labels(sandbox: Sandbox) -> dict[str, str]:
-    from ..sandbox.docker import client
+    from pytest_skillcourt.sandbox.docker import client
 
     try:
         info = client().api.inspect_container(sandbox.id)  # type: ignore[attr-defined]
@@ -776,7 +776,7 @@ def _container_labels(sandbox: Sandbox) -> dict[str, str]:
 
 def _remove_stray_containers(profile: str, keep: str | None) -> None:
     """Remove containers carrying the run's profile label, except the sandbox."""
-    from ..sandbox.docker import client
+    from pytest_skillcourt.sandbox.docker import client
 
     # Best effort: when the engine fails here, `skill-court cleanup` finds the rest.
     with contextlib.suppress(Exception):

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..skills import Skill, offered
-from .tools import TOOLSETS
+from pytest_skillcourt.core.skills import Skill, offered
+from pytest_skillcourt.agent.tools import TOOLSETS
 
 TEMPLATE = "system_prompt.j2"
 

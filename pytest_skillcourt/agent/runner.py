@@ -24,9 +24,9 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, runtime_checkable
 
-from ..sandbox.base import Sandbox
-from .context import RunContext
-from .registry import RUNNERS
+from pytest_skillcourt.sandbox.base import Sandbox
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.core.runner_registry import RUNNERS
 
 __all__ = ["AgentResult", "Runner", "SandboxNeeds", "get_runner", "runner_names"]
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..gateway import (
+from pytest_skillcourt.gateway import (
     SANDBOX_SOCKET,
     Gateway,
     RunGrant,
@@ -56,9 +56,9 @@ from ..gateway import (
     RunRecording,
     forwarder_argv,
 )
-from ..options import Settings
-from ..pricing import price
-from ..sandbox.base import (
+from pytest_skillcourt.core.settings import Settings
+from pytest_skillcourt.models.pricing import price
+from pytest_skillcourt.sandbox.base import (
     AGENT_ROOT,
     GATEWAY_MOUNT,
     TIMEOUT_EXIT_CODES,
@@ -66,10 +66,10 @@ from ..sandbox.base import (
     Sandbox,
     SandboxError,
 )
-from ..sandbox.files import executable_of
-from ..transcript import message_calls, skill_loaded
-from .context import RunContext
-from .runner import AgentResult
+from pytest_skillcourt.sandbox.files import executable_of
+from pytest_skillcourt.core.transcript import message_calls, skill_loaded
+from pytest_skillcourt.agent.context import RunContext
+from pytest_skillcourt.agent.runner import AgentResult
 
 __all__ = [
     "AGENT_BIN",
@@ -478,7 +478,7 @@ def check_inside(runner: str, backend: str) -> str:
     ``python3``, which the sandbox sees through :data:`SANDBOX_PATH`.
     """
     if backend == "docker":
-        from ..sandbox.docker import engine_is_local
+        from pytest_skillcourt.sandbox.docker import engine_is_local
 
         if not engine_is_local():
             return (f"the {runner} runner mounts the agent's binary and the gateway's socket "

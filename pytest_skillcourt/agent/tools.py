@@ -37,9 +37,9 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from ..sandbox.base import PathRefused, Sandbox, SandboxError
-from ..sandbox.files import SandboxFiles
-from ..skills import (
+from pytest_skillcourt.sandbox.base import PathRefused, Sandbox, SandboxError
+from pytest_skillcourt.sandbox.files import SandboxFiles
+from pytest_skillcourt.core.skills import (
     EXCLUDED_DIRS,
     SUPPORT_DIRS,
     Library,
@@ -48,7 +48,7 @@ from ..skills import (
     matches_platform,
     parse_frontmatter,
 )
-from ..trees import is_junk
+from pytest_skillcourt.core.trees import is_junk
 
 #: Where the visible skills are placed inside the sandbox (a hidden folder,
 #: so the judge's file capture never mistakes them for the run's work).

@@ -58,16 +58,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import write_atomic
-from ..clock import utc_now
-from ..quarantine import model_key
-from ..records import ARM_WITH, ARM_WITHOUT, ARMS, RunRecord
-from ..stats.verdict import EARLY_STOP_TASKS, TOKEN_MARGIN, VerdictKind
-from ..transcript import message_calls, message_text
-from ..trial import Pair, TrialResult, TrialRun, group_pairs
+from pytest_skillcourt.core.atomic import write_atomic
+from pytest_skillcourt.core.clock import utc_now
+from pytest_skillcourt.core.quarantine import model_key
+from pytest_skillcourt.core.records import ARM_WITH, ARM_WITHOUT, ARMS, RunRecord
+from pytest_skillcourt.stats.verdict import EARLY_STOP_TASKS, TOKEN_MARGIN, VerdictKind
+from pytest_skillcourt.core.transcript import message_calls, message_text
+from pytest_skillcourt.core.trial import Pair, TrialResult, TrialRun, group_pairs
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from pytest_skillcourt.core.store import Store
 
 HTML_DATA_VERSION = 1
 TEMPLATE = "report.html.j2"

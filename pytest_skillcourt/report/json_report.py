@@ -34,8 +34,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
-from ..trial import Outcome, TrialResult, TrialRun
+from pytest_skillcourt.core.atomic import write_atomic
+from pytest_skillcourt.core.trial import Outcome, TrialResult, TrialRun
 
 JSON_VERSION = 3
 #: Why a task of the suite has no run in a verdict.

@@ -18,9 +18,9 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from ..printable import plain
-from ..stats.verdict import VerdictKind
-from ..trial import Outcome, TrialResult
+from pytest_skillcourt.core.printable import plain
+from pytest_skillcourt.stats.verdict import VerdictKind
+from pytest_skillcourt.core.trial import Outcome, TrialResult
 
 #: Harmful first: what a reviewer must look at comes first.
 ORDER = (VerdictKind.HURTS, VerdictKind.INCONCLUSIVE, VerdictKind.NEUTRAL, VerdictKind.HELPS)

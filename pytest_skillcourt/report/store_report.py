@@ -61,7 +61,7 @@ def _library_dir(store: Any, trial: str, skills: Path | None, cache: dict[str, P
 
 def _hashes(folder: Path, cache: dict[Path, Any]) -> Any:
     """skill name -> hash for the library at ``folder``, or the error reading it."""
-    from ..skills import load_library
+    from pytest_skillcourt.core.skills import load_library
 
     if folder not in cache:
         try:
@@ -75,7 +75,7 @@ def _hashes(folder: Path, cache: dict[Path, Any]) -> Any:
 def report_rows(store: Any, *, skills: Path | None = None, model: str | None = None,
                 skill: str | None = None) -> list[ReportRow]:
     """The newest verdict per (skill, model) in ``store``, optionally for one model or skill."""
-    from ..quarantine import model_key
+    from pytest_skillcourt.core.quarantine import model_key
 
     dirs: dict[str, Path] = {}
     libraries: dict[Path, Any] = {}
@@ -113,7 +113,7 @@ def report_rows(store: Any, *, skills: Path | None = None, model: str | None = N
 
 def format_rows(rows: list[ReportRow]) -> list[str]:
     """The report as text lines: a table, then the verdict line, cause and skill line of each."""
-    from .terminal import format_table
+    from pytest_skillcourt.report.terminal import format_table
 
     table = [["skill", "model", "verdict", "changed since", "check/judge", "cached", "spend", "made"]]
     for r in rows:

@@ -12,9 +12,9 @@ import sys
 import textwrap
 from typing import Any, Sequence
 
-from ..printable import plain
-from ..stats.verdict import VerdictKind
-from ..trial import TrialResult
+from pytest_skillcourt.core.printable import plain
+from pytest_skillcourt.stats.verdict import VerdictKind
+from pytest_skillcourt.core.trial import TrialResult
 
 #: The width when neither ``$COLUMNS`` nor a terminal gives one (a pipe, a log), as pytest's.
 DEFAULT_WIDTH = 80

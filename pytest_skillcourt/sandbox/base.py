@@ -26,7 +26,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, runtime_checkable
 
-from .workspace import (
+from pytest_skillcourt.sandbox.workspace import (
     MAX_WORKSPACE_BYTES,
     CopyFailed,
     WorkspaceCopy,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..skills import Skill
+    from pytest_skillcourt.core.skills import Skill
 
 
 class SandboxFiles(dict[str, bytes]):

@@ -46,7 +46,7 @@ Files are written and read *through the jail* (``tar -x`` / ``cat`` inside),
 never by host path, so a symlink planted by the agent (``/workspace/x ->
 /etc/shadow``) resolves inside the sandbox's view, not the host's.
 
-A live sandbox holds a file lock (``pytest_skillcourt.locks``) on its
+A live sandbox holds a file lock (``pytest_skillcourt.core.locks``) on its
 directory's ``.lock`` for its whole life, so ``cleanup`` in another process
 never removes it.  ``BACKEND`` is what the registry (``sandbox/__init__.py``)
 uses.
@@ -73,7 +73,7 @@ from typing import Mapping
 
 from filelock import BaseFileLock
 
-from pytest_skillcourt import locks
+from pytest_skillcourt.core import locks
 from pytest_skillcourt.sandbox.base import (
     AGENT_ROOT,
     DEFAULT_BINARY_LIMIT,

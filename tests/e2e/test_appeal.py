@@ -23,11 +23,11 @@ import pytest
 # Imported before any in-process pytester run: one first imported inside it is dropped from
 # sys.modules afterwards while the package keeps the old object, which confuses later tests.
 import pytest_skillcourt.sandbox
-import pytest_skillcourt.session  # noqa: F401
-from pytest_skillcourt import appeal as ap
+import pytest_skillcourt.plugin.session  # noqa: F401
+from pytest_skillcourt.engine import appeal as ap
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.locks import acquire
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.locks import acquire
+from pytest_skillcourt.core.store import Store
 from tests.support.appeal_drafts import BAD, SKILL, good_draft, original_md
 from tests.support.builders import (
     ini,

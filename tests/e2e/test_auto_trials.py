@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import auto
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.engine import auto
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.store import Store
 from tests.support import REPO
 from tests.support.builders import hurting_model, right_total, sees_skill, wrong_total
 from tests.support.llm_server import (

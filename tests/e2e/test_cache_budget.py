@@ -236,7 +236,7 @@ def test_unpriced_runs_stop_new_runs_unless_allowed(pytester: pytest.Pytester, s
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # The test server is on loopback, free unless priced: play a paid provider with no price
     # (the pricing module the in-process session's run.py calls).
-    import pytest_skillcourt.run as run_module
+    import pytest_skillcourt.engine.run as run_module
 
     monkeypatch.setitem(run_module.price.__globals__, "free_endpoint", lambda model: False)
     server.set_handler(helps_house_format)

@@ -151,7 +151,7 @@ def test_one_sdk_client_per_model_per_process(server: LLMServer) -> None:
     (each run's, each thread's) shares one; another endpoint gets its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pytest_skillcourt.agent.client import ChatClient
+    from pytest_skillcourt.models.client import ChatClient
     from tests.support.builders import model_spec
 
     spec = model_spec(server.base_url)

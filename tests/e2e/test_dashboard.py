@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.quarantine import read_entries
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.quarantine import read_entries
+from pytest_skillcourt.core.store import Store
 from tests.support.browser import Browser, require_chromium
 from tests.support.dashboard_profile import (
     HURTS_SKILL,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.agent import hermes_runner
 from tests.support import REPO
 from tests.support.builders import hurting_model, sees_skill, write_skill

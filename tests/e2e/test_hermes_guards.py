@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from tests.support import REPO
 from tests.support.hermes_setups import HIDDEN, plugin_path_entry, write_library
 from tests.support.llm_server import LLMServer, Reply, ToolCall, hermes_home, sequence

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from tests.support import REPO
 from tests.support.hermes_setups import SALES, plugin_path_entry, write_skills
 from tests.support.sandbox_image import require_hermes

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from tests.support import REPO
 from tests.support.hermes_setups import HIDDEN, LIBRARY, TRAPS, plugin_path_entry, write_library
 from tests.support.llm_server import LLMServer, Reply, ToolCall, hermes_home, sequence

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.report.html import render_html, store_data
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 from tests.support.browser import Browser
 from tests.support.builders import (
     ini,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.scaffold import SKILL
+from pytest_skillcourt.cli.scaffold import SKILL
 from tests.support.builders import INIT_ANSWERS, run_court
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 from tests.support.sandbox_image import require_bwrap

@@ -221,7 +221,7 @@ def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester,
     collections at exit then skip it); a smaller one leaves the collector alone."""
     import gc
 
-    from pytest_skillcourt import garbage
+    from pytest_skillcourt.engine import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)
@@ -246,7 +246,7 @@ def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collect
     collections while it lasts, and gives the thresholds back at its end."""
     import gc
 
-    from pytest_skillcourt import garbage
+    from pytest_skillcourt.engine import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)

@@ -39,7 +39,7 @@ def test_a_judge_that_answers_401_fails_the_session_loudly(pytester: pytest.Pyte
 
 
 def test_auto_notice_says_why_an_inconclusive_came() -> None:
-    from pytest_skillcourt.auto import notice_text
+    from pytest_skillcourt.engine.auto import notice_text
 
     verdict = {"skill": "s", "model": "m", "verdict": {"kind": "INCONCLUSIVE", "line": "no outcome",
                                                        "hint": "3 pair(s) could not be judged: auth"}}

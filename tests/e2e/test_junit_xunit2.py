@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.report.junit import read_block, text_block
+from pytest_skillcourt.plugin.junit import read_block, text_block
 from tests.support.builders import (
     hurting_model,
     ini,

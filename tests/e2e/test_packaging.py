@@ -33,9 +33,9 @@ def test_the_wheel_holds_the_license_types_and_data(dists: dict[str, Path]) -> N
     assert "pytest_skillcourt/py.typed" in names
     assert "pytest_skillcourt/templates/report.html.j2" in names
     assert "pytest_skillcourt/schemas/quarantine.schema.json" in names
-    assert "pytest_skillcourt/agent/presets/claude-code-plain.yaml" in names  # the command runner's
+    assert "pytest_skillcourt/core/presets/claude-code-plain.yaml" in names  # the command runner's
     for plugin_file in ("manifest.json", "dist/index.js", "dist/style.css"):  # the dashboard tab's
-        assert f"pytest_skillcourt/dashboard/plugin/{plugin_file}" in names, plugin_file
+        assert f"pytest_skillcourt/hermes/dashboard/plugin/{plugin_file}" in names, plugin_file
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(dists["wheel"]).read(meta).decode()
@@ -66,7 +66,7 @@ def test_installed_wheel_works_in_a_fresh_venv_without_fcntl(dists: dict[str, Pa
         sys.modules["fcntl"] = None  # as on a platform without it
         import importlib.metadata as md, importlib.resources as res
         import pytest_skillcourt, pytest_skillcourt.cli, pytest_skillcourt.hermes
-        import pytest_skillcourt.quarantine, pytest_skillcourt.locks, pytest_skillcourt.appeal
+        import pytest_skillcourt.core.quarantine, pytest_skillcourt.core.locks, pytest_skillcourt.engine.appeal
         import pytest_skillcourt.sandbox.local
         assert "site-packages" in pytest_skillcourt.__file__, pytest_skillcourt.__file__
         pytest11 = {e.name: e.value for e in md.entry_points(group="pytest11")}
@@ -74,7 +74,7 @@ def test_installed_wheel_works_in_a_fresh_venv_without_fcntl(dists: dict[str, Pa
         assert pytest11["skillcourt"] == "pytest_skillcourt.plugin", pytest11
         assert hermes["skill-court"] == "pytest_skillcourt.hermes", hermes
         assert res.files("pytest_skillcourt").joinpath("templates/report.html.j2").is_file()
-        from pytest_skillcourt.locks import locked
+        from pytest_skillcourt.core.locks import locked
         import tempfile, pathlib
         with locked(pathlib.Path(tempfile.mkdtemp()) / "x.lock"):
             pass

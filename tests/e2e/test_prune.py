@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine import apply_trial
 from tests.support.builders import (
     count_rows,
     ini,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_skillcourt.quarantine import quarantine
+from pytest_skillcourt.core.quarantine import quarantine
 from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.quarantine_log import actor
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.quarantine_log import actor
+from pytest_skillcourt.core.store import Store
 from tests.support.apply_cli import cli, hurts_house_format, library
 from tests.support.builders import run_court
 from tests.support.llm_server import LLMServer

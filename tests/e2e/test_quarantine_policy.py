@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 

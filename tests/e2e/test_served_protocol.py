@@ -224,7 +224,7 @@ def test_a_lookup_that_raises_fails_its_item_through_the_full_protocol(
     project(pytester, server.base_url)
     court(pytester, monkeypatch).assert_outcomes(passed=7)
     pytester.makeconftest(WITNESS + '''
-from pytest_skillcourt.session import SkillCourt
+from pytest_skillcourt.plugin.session import SkillCourt
 
 def boom(self, item):
     raise RuntimeError("the context could not be made")
@@ -240,7 +240,7 @@ SkillCourt.run_context = boom
 
 #: Writes the number of keys of every ``Store.cached_runs`` query to lookups.txt.
 COUNT_LOOKUPS = '''
-import pytest_skillcourt.store as store
+import pytest_skillcourt.core.store as store
 
 _cached_runs = store.Store.cached_runs
 

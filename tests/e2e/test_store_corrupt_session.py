@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 from tests.support.builders import (
     ini,
     run_court,

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import mine
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt.layout import agent_written, hermes_layout
+from pytest_skillcourt.engine import mine
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.layout import agent_written, hermes_layout
 from pytest_skillcourt.report.store_report import report_rows
-from pytest_skillcourt.store import Store
-from pytest_skillcourt.trial_cli import xdist_installed
+from pytest_skillcourt.core.store import Store
+from pytest_skillcourt.engine.trial_run import xdist_installed
 from tests.support import REPO
 from tests.support.builders import hurting_model, loading_agent, right_total, write_skill, wrong_total
 from tests.support.llm_server import LLMServer, Reply

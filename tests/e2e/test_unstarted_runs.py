@@ -54,7 +54,7 @@ def test_a_model_without_a_price_ends_non_zero_with_the_fix(pytester: pytest.Pyt
     # play a paid provider that reports no price.
     # (the pricing module the session's run.py really calls: an in-process pytester run may
     # have imported its own copies of the package's modules before this one)
-    import pytest_skillcourt.run as run_module
+    import pytest_skillcourt.engine.run as run_module
 
     monkeypatch.setitem(run_module.price.__globals__, "free_endpoint", lambda model: False)
     server.set_handler(lambda request: Reply(content="TOTAL"))

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.scaffold import SKILL as INIT_SKILL
+from pytest_skillcourt.cli.scaffold import SKILL as INIT_SKILL
 from tests.support import agent_e2e, wheel_venv
 from tests.support.agent_clis import require_claude, require_codex
 from tests.support.agent_image import ensure_agent_image

@@ -14,7 +14,7 @@ from pytest_skillcourt.agent.builtin import WRAP_UP, run_builtin_agent
 from pytest_skillcourt.agent.prompt import render_system_prompt
 from pytest_skillcourt.agent.tools import Toolbox
 from pytest_skillcourt.sandbox import SandboxSpec, open_sandbox
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import chat_client, write_skill
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import require_bwrap

@@ -35,8 +35,8 @@ import pytest
 
 from pytest_skillcourt.agent.prompt import render_system_prompt
 from pytest_skillcourt.agent.tools import SKILLS_ROOT, TOOLSETS, skills_list, view_skill
-from pytest_skillcourt.skills import Library, load_library
-from pytest_skillcourt.trees import is_junk
+from pytest_skillcourt.core.skills import Library, load_library
+from pytest_skillcourt.core.trees import is_junk
 
 HERMES_VERSION = "0.19.0"
 SDIST = Path(os.environ.get("SKILL_COURT_HERMES_SDIST")

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from pytest_skillcourt import llm
-from pytest_skillcourt.cause import CAUSE_LIMIT, Cause, ask_cause
-from pytest_skillcourt.llm import TokenBudget
+from pytest_skillcourt.models import llm
+from pytest_skillcourt.engine.cause import CAUSE_LIMIT, Cause, ask_cause
+from pytest_skillcourt.models.llm import TokenBudget
 from tests.support.builders import chat_client
 from tests.support.cause_transcript import LINE, MARKER, SKILL_MD, TRANSCRIPT
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
@@ -116,7 +116,7 @@ def test_tokens_are_charged_to_the_budget():
 
 def test_marker_in_the_transcript_cannot_close_its_tag(monkeypatch):
     monkeypatch.setattr(llm, "draw_marker", lambda: MARKER)
-    import pytest_skillcourt.cause as cause_module
+    import pytest_skillcourt.engine.cause as cause_module
 
     monkeypatch.setattr(cause_module, "draw_marker", lambda: MARKER)
     hostile = TRANSCRIPT[:-1] + [{"role": "assistant",

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.options import AgentChoice
-from pytest_skillcourt.records import ANSWERED
-from pytest_skillcourt.run import execute_run
+from pytest_skillcourt.core.settings import AgentChoice
+from pytest_skillcourt.core.records import ANSWERED
+from pytest_skillcourt.engine.run import execute_run
 from pytest_skillcourt.sandbox import open_sandbox
 from pytest_skillcourt.sandbox.base import ANSWER_PATH, SandboxSpec
-from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import model_spec, settings, write_skill
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import ensure_test_image, require_bwrap, require_docker

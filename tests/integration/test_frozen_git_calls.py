@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import frozen
-from pytest_skillcourt.frozen import SuiteReader
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core import frozen
+from pytest_skillcourt.core.frozen import SuiteReader
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import task, write_skill, write_suite
 
 SKILLS = 6

@@ -35,8 +35,8 @@ import httpx
 import openai
 import pytest
 
-from pytest_skillcourt import transcript as tr
-from pytest_skillcourt.agent.client import ModelSpec
+from pytest_skillcourt.core import transcript as tr
+from pytest_skillcourt.models.client import ModelSpec
 from pytest_skillcourt.gateway import (
     CHAT,
     FORWARDER_PORT,

@@ -41,7 +41,7 @@ from pathlib import Path
 from pytest_skillcourt.agent.tools import Toolbox
 from pytest_skillcourt.sandbox import SandboxSpec, open_sandbox
 from pytest_skillcourt.sandbox import capture
-from pytest_skillcourt.skills import Library
+from pytest_skillcourt.core.skills import Library
 
 backend, image, limit_mb = sys.argv[1], sys.argv[2] or None, int(sys.argv[3])
 
@@ -187,7 +187,7 @@ def test_file_capture_reads_a_bounded_archive(report: dict) -> None:
 GATEWAY_CHILD = r"""
 import http.client, json, resource, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pytest_skillcourt.agent.client import ModelSpec
+from pytest_skillcourt.models.client import ModelSpec
 from pytest_skillcourt.gateway import MAX_REQUEST_BYTES, Gateway, RunLimits
 
 limit_mb = int(sys.argv[1])

@@ -20,15 +20,15 @@ from typing import Any, Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from pytest_skillcourt.agent.client import resolve_model
+from pytest_skillcourt.models.client import resolve_model
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.agent.tools import Toolbox
-from pytest_skillcourt.records import ANSWERED, HARNESS_ERROR, RunRecord
-from pytest_skillcourt.run import execute_run
+from pytest_skillcourt.core.records import ANSWERED, HARNESS_ERROR, RunRecord
+from pytest_skillcourt.engine.run import execute_run
 from pytest_skillcourt.sandbox import Sandbox, SandboxSpec, open_sandbox
-from pytest_skillcourt.skills import Library, load_library
-from pytest_skillcourt.store import Store
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.core.skills import Library, load_library
+from pytest_skillcourt.core.store import Store
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import settings, write_skill
 from tests.support.llm_server import LLMServer, ToolCall, hostile
 from tests.support.sandbox_image import ensure_test_image, require_bwrap, require_docker

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from pytest_skillcourt import judge
-from pytest_skillcourt.judge import RunView, judge_pair, judge_pairs
-from pytest_skillcourt.llm import TokenBudget
+from pytest_skillcourt.engine import judge
+from pytest_skillcourt.engine.judge import RunView, judge_pair, judge_pairs
+from pytest_skillcourt.models.llm import TokenBudget
 from tests.support.builders import chat_client
 from tests.support.judge_runs import BAD, GOOD, MARKER, TASK, section
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply

@@ -4,7 +4,7 @@ token budget."""
 
 from __future__ import annotations
 
-from pytest_skillcourt.llm import TokenBudget, UnreadableReply, ask_structured, parse_json_object
+from pytest_skillcourt.models.llm import TokenBudget, UnreadableReply, ask_structured, parse_json_object
 from tests.support.builders import chat_client
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 

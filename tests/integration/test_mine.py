@@ -1,4 +1,4 @@
-"""Mining replay tasks (pytest_skillcourt.mine) from a state.db that real ``hermes -z``
+"""Mining replay tasks (pytest_skillcourt.engine.mine) from a state.db that real ``hermes -z``
 sessions against the local test server wrote.
 
 The mining rules on a state.db written with ``hermes_state.SessionDB`` are in
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.mine import mine_requests
+from pytest_skillcourt.engine.mine import mine_requests
 from tests.support.llm_server import LLMServer, Reply, ToolCall, turn
 from tests.support.sandbox_image import require_hermes
 

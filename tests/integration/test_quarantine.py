@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt import quarantine_log as ql
-from pytest_skillcourt.quarantine import apply_trial, read_entries
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core import quarantine_log as ql
+from pytest_skillcourt.core.quarantine import apply_trial, read_entries
+from pytest_skillcourt.core.store import Store
 from tests.support.builders import trial_entry
 
 

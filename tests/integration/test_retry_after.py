@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_skillcourt.agent.client import ChatClient, resolve_model, retry_after
+from pytest_skillcourt.models.client import ChatClient, resolve_model, retry_after
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import run
-from pytest_skillcourt.records import HARNESS_ERROR
+from pytest_skillcourt.engine import run
+from pytest_skillcourt.core.records import HARNESS_ERROR
 from pytest_skillcourt.sandbox import SandboxError
 from pytest_skillcourt.sandbox.local import DIR_PREFIX
 from tests.support.builders import model_spec, run_context

@@ -562,7 +562,7 @@ def test_cleanup_removes_abandoned_local_dirs_only(monkeypatch: pytest.MonkeyPat
 
 
 def test_local_backend_imports_without_fcntl() -> None:
-    # Its liveness lock is `pytest_skillcourt.locks` (filelock), not fcntl.flock,
+    # Its liveness lock is `pytest_skillcourt.core.locks` (filelock), not fcntl.flock,
     # so the package imports where fcntl is missing (Windows).
     code = ("import sys\nsys.modules['fcntl'] = None\n"
             "import pytest_skillcourt.sandbox.local as local\n"

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 from tests.support.builders import run_record
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.records import RunRecord
-from pytest_skillcourt.store import Store, StoreError
+from pytest_skillcourt.core.records import RunRecord
+from pytest_skillcourt.core.store import Store, StoreError
 from tests.support.builders import run_record
 
 PAGE = 4096

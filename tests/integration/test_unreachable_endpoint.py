@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pytest_skillcourt.agent.client import ChatClient, ProviderError
+from pytest_skillcourt.models.client import ChatClient, ProviderError
 from tests.support.builders import model_spec
 from tests.support.listeners import closing_listener
 from tests.support.llm_server import LLMServer, Reply

@@ -32,7 +32,7 @@ CHILD = """\
 import json, resource, sys, yaml
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 sys.path.insert(0, {root!r})
-from pytest_skillcourt import safe_yaml
+from pytest_skillcourt.core import safe_yaml
 safe_yaml.BASE_LOADER = getattr(yaml, {loader!r})
 {body}
 """
@@ -53,7 +53,7 @@ def run_child(loader: str, body: str) -> dict:
 
 
 SUITE_BODY = """\
-from pytest_skillcourt.suite import SuiteError, load_suite
+from pytest_skillcourt.core.suite import SuiteError, load_suite
 try:
     load_suite({path!r}, ["sales-csv-totals"])
     print(json.dumps({{"error": None}}))
@@ -116,8 +116,8 @@ def test_ordinary_aliases_still_load(tmp_path: Path, loader: str) -> None:
 
 LIBRARY_BODY = """\
 import warnings
-from pytest_skillcourt.skills import load_library, parse_frontmatter
-from pytest_skillcourt.suite import SuiteError, load_suite
+from pytest_skillcourt.core.skills import load_library, parse_frontmatter
+from pytest_skillcourt.core.suite import SuiteError, load_suite
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     lib = load_library({root!r})

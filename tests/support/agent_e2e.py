@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import gateway
-from pytest_skillcourt.agent.client import ModelSpec
+from pytest_skillcourt.models.client import ModelSpec
 from pytest_skillcourt.gateway import FORWARDER_PORT
 from tests.support.agent_clis import claude_binary
 from tests.support.agent_image import ensure_agent_image

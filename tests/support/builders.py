@@ -25,15 +25,15 @@ from typing import Any, Callable, Iterable, Sequence
 import pytest
 import yaml
 
-from pytest_skillcourt.agent.client import ChatClient, ModelSpec, resolve_model
+from pytest_skillcourt.models.client import ChatClient, ModelSpec, resolve_model
 from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.options import AgentChoice, FailOn, Settings
-from pytest_skillcourt.quarantine import QuarantineEntry
-from pytest_skillcourt.records import ANSWERED, RunRecord
-from pytest_skillcourt.report.junit import HEADER as JUNIT_HEADER
-from pytest_skillcourt.report.junit import read_block
-from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.core.settings import AgentChoice, FailOn, Settings
+from pytest_skillcourt.core.quarantine import QuarantineEntry
+from pytest_skillcourt.core.records import ANSWERED, RunRecord
+from pytest_skillcourt.plugin.junit import HEADER as JUNIT_HEADER
+from pytest_skillcourt.plugin.junit import read_block
+from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.llm_server import RecordedRequest, Reply, ToolCall, turn
 from tests.support.sandbox_image import docker_available, ensure_test_image
 

@@ -34,11 +34,11 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.clock import utc_now
-from pytest_skillcourt.quarantine import QuarantineEntry, apply_trial
-from pytest_skillcourt.records import RunRecord
-from pytest_skillcourt.skills import hash_folder
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.clock import utc_now
+from pytest_skillcourt.core.quarantine import QuarantineEntry, apply_trial
+from pytest_skillcourt.core.records import RunRecord
+from pytest_skillcourt.core.skills import hash_folder
+from pytest_skillcourt.core.store import Store
 from tests.support.html_sample import judgment, verdict
 
 MODEL = "gpt-4.1-mini"
@@ -238,8 +238,8 @@ def api_client(owner_secret: str | None = None) -> Iterator[Any]:
     import fastapi
     from fastapi.testclient import TestClient
 
-    from pytest_skillcourt.dashboard import secret
-    from pytest_skillcourt.dashboard.api import router
+    from pytest_skillcourt.core import dashboard_secret as secret
+    from pytest_skillcourt.hermes.dashboard.api import router
 
     app = fastapi.FastAPI()
     app.include_router(router, prefix=API)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pytest_skillcourt.agent.context import RunContext, SessionGateway
 from pytest_skillcourt.agent.sandboxed import start_gateway
-from pytest_skillcourt.options import AgentChoice, Settings
-from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.core.settings import AgentChoice, Settings
+from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import model_spec, settings, write_skill
 
 # -- the plugin: three skills in two categories ---------------------------------------

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_skillcourt.records import ANSWERED, NO_OUTCOME, RunRecord
+from pytest_skillcourt.core.records import ANSWERED, NO_OUTCOME, RunRecord
 from pytest_skillcourt.report.html import task_entries
 from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
-from pytest_skillcourt.trial import TrialRun
+from pytest_skillcourt.core.trial import TrialRun
 
 
 def verdict(kind: str, basis: str, line: str, *, diff_ci: tuple[float, float] | None,

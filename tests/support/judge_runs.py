@@ -4,7 +4,7 @@ judge's tests on plain values (``tests/unit/test_judge.py``) and against the tes
 
 from __future__ import annotations
 
-from pytest_skillcourt.judge import RunView
+from pytest_skillcourt.engine.judge import RunView
 
 MARKER = "0123456789abcdef"
 #: The right run (its answer says CORRECT) and a wrong one with a binary file.

@@ -107,7 +107,7 @@ def require_hermes() -> str:
 def require_guard() -> None:
     """Skip (or, with SKILL_COURT_REQUIRE_HERMES=1, fail) without Hermes' skills_guard,
     the scanner appeals run on every draft."""
-    from pytest_skillcourt.appeal import guard_available
+    from pytest_skillcourt.engine.appeal import guard_available
 
     _skip_or_fail(guard_available() or "", "SKILL_COURT_REQUIRE_HERMES")
 

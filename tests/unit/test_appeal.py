@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import appeal as ap
-from pytest_skillcourt.llm import UnreadableReply
+from pytest_skillcourt.engine import appeal as ap
+from pytest_skillcourt.models.llm import UnreadableReply
 from tests.support.appeal_drafts import SKILL, good_draft, original_md
 from tests.support.builders import write_skill
 from tests.support.sandbox_image import require_guard

@@ -1,4 +1,4 @@
-"""Automatic trials without a model (pytest_skillcourt.auto, README "Automatic trials"):
+"""Automatic trials without a model (pytest_skillcourt.engine.auto, README "Automatic trials"):
 the settings and state files and their bad inputs, the queue, the 30-minute retry rule,
 notices going once to the right sender, the session's requests, the daily caps, and the
 plugin's hooks never failing Hermes' call.  The real Hermes and the real runner are in
@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import auto, cache, cli, locks
+from pytest_skillcourt.engine import auto
+from pytest_skillcourt.engine import cache
+from pytest_skillcourt.core import locks
+from pytest_skillcourt import cli
 from pytest_skillcourt.hermes import AutoTrials
 from tests.support.builders import model_spec, run_record
 
@@ -222,7 +225,7 @@ def test_the_notices_release_commands_work_as_printed_from_anywhere(tmp_path: Pa
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 32 row 12: the release a notice prints names the file the trial changed, so it
     works from a shell whose profile (or folder) is another one."""
-    from pytest_skillcourt import quarantine as q
+    from pytest_skillcourt.core import quarantine as q
 
     qfile = tmp_path / "profile" / "plugin-data" / "skill-court" / "quarantine.json"
     q.quarantine(qfile, SKILL, model="m")

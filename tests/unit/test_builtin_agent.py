@@ -14,7 +14,7 @@ import pytest
 
 from pytest_skillcourt.agent.prompt import render_system_prompt
 from pytest_skillcourt.agent.tools import Toolbox
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import write_skill
 
 

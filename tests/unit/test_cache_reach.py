@@ -19,11 +19,11 @@ import pytest
 from pytest_skillcourt.agent import claude_code
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.agent.tools import skill_files_for_sandbox
-from pytest_skillcourt.cache import in_reach, reach_digest, still_valid
-from pytest_skillcourt.options import AgentChoice
-from pytest_skillcourt.records import ANSWERED
-from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.engine.cache import in_reach, reach_digest, still_valid
+from pytest_skillcourt.core.settings import AgentChoice
+from pytest_skillcourt.core.records import ANSWERED
+from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import model_spec, run_record, settings, write_skill
 
 SKILL = "house-format"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.agent.registry import RUNNERS
+from pytest_skillcourt.core.runner_registry import RUNNERS
 from pytest_skillcourt.agent.runner import get_runner
-from pytest_skillcourt.cache import (
+from pytest_skillcourt.engine.cache import (
     in_reach,
     out_of_reach,
     reach_digest,
@@ -27,16 +27,16 @@ from pytest_skillcourt.cache import (
     run_key,
     still_valid,
 )
-from pytest_skillcourt.options import AgentChoice
-from pytest_skillcourt.records import ANSWERED
-from pytest_skillcourt.skills import (
+from pytest_skillcourt.core.settings import AgentChoice
+from pytest_skillcourt.core.records import ANSWERED
+from pytest_skillcourt.core.skills import (
     DIGEST_BUCKETS,
     DigestIndex,
     Library,
     bucket_digest,
     load_library,
 )
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import model_spec, run_record, settings, write_skill
 
 SKILLS = 40

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_skillcourt.cause import (
+from pytest_skillcourt.engine.cause import (
     CAUSE_LIMIT,
     SKILL_MD_LIMIT,
     cause_messages,

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt import transcript as tr
+from pytest_skillcourt.core import transcript as tr
 from pytest_skillcourt.agent import claude_code, sandboxed
-from pytest_skillcourt.agent.registry import RUNNERS
+from pytest_skillcourt.core.runner_registry import RUNNERS
 from pytest_skillcourt.agent.runner import Runner, SandboxNeeds, get_runner
 from pytest_skillcourt.gateway import CallRecord, RunRecording
-from pytest_skillcourt.options import AgentChoice
+from pytest_skillcourt.core.settings import AgentChoice
 from pytest_skillcourt.sandbox.base import ExecResult, SandboxError
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import run_context, write_skill
 
 ELF = b"\x7fELF" + b"\0" * 60
@@ -187,7 +187,7 @@ def test_elf_interpreter(tmp_path: Path) -> None:
 def test_the_session_gateway_starts_once_on_first_use_and_stops() -> None:
     from pytest_skillcourt import gateway
     from pytest_skillcourt.agent.context import SessionGateway
-    from pytest_skillcourt.options import Settings
+    from pytest_skillcourt.core.settings import Settings
 
     settings = object.__new__(Settings)  # start_gateway reads nothing of it until a call is priced
     starts = []

@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import auto, claude_court, claude_hooks, claude_mine, cli, locks
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt.trial_cli import TrialRun
+from pytest_skillcourt.engine import auto
+from pytest_skillcourt.claude import court as claude_court, hooks as claude_hooks, mine as claude_mine
+from pytest_skillcourt import cli
+from pytest_skillcourt.core import locks
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.engine.trial_run import TrialRun
 
 SKILL = "house-format"
 SKILL_MD = f"---\nname: {SKILL}\ndescription: How we format totals\n---\nFollow the house rules.\n"

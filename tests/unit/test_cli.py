@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt import cli, hermes
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.cli import main
 
 

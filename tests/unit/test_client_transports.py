@@ -9,7 +9,7 @@ import socket
 import openai
 import pytest
 
-from pytest_skillcourt.agent.client import _never_connected
+from pytest_skillcourt.models.client import _never_connected
 
 
 def _transport_error(module: str, name: str) -> type[Exception]:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.agent import codex, sandboxed
-from pytest_skillcourt.agent.registry import RUNNERS
+from pytest_skillcourt.core.runner_registry import RUNNERS
 from pytest_skillcourt.agent.runner import Runner, get_runner
-from pytest_skillcourt.options import AgentChoice
+from pytest_skillcourt.core.settings import AgentChoice
 from pytest_skillcourt.sandbox.base import SandboxError
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.skills import load_library
 from tests.support.agent_clis import codex_binary
 from tests.support.builders import write_skill
 

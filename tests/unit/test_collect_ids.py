@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_skillcourt.collect import runs_item_name, verdicts_of_runs
+from pytest_skillcourt.plugin.collect import runs_item_name, verdicts_of_runs
 
 ONE = ("custom/test-model",)
 TWO = ("openai/gpt-4.1", "openai/gpt-4.1-mini")

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from pytest_skillcourt.agent import command
-from pytest_skillcourt.agent.preset import PresetError, load_preset, shipped_presets
+from pytest_skillcourt.core.preset import PresetError, load_preset, shipped_presets
 from pytest_skillcourt.agent.runner import Runner, SandboxNeeds, get_runner
-from pytest_skillcourt.cache import run_key
-from pytest_skillcourt.options import AgentChoice
+from pytest_skillcourt.engine.cache import run_key
+from pytest_skillcourt.core.settings import AgentChoice
 from tests.support.builders import run_context, write_skill
 
 GOOD: dict[str, Any] = {

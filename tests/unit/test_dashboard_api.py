@@ -1,4 +1,4 @@
-"""The Skill Court tab's routes (``pytest_skillcourt/dashboard/api.py``) in process with
+"""The Skill Court tab's routes (``pytest_skillcourt/hermes/dashboard/api.py``) in process with
 FastAPI's test client, on a profile as a trial leaves it
 (``tests/support/dashboard_profile.py``), and ``skill-court hermes install``.
 The tab in the real dashboard and Chromium is ``tests/e2e/test_dashboard.py``."""
@@ -18,9 +18,11 @@ import yaml
 from fastapi.testclient import TestClient
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.dashboard import court, install, secret
-from pytest_skillcourt.quarantine import read_entries
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.hermes.dashboard import court
+from pytest_skillcourt.cli import dashboard_install as install
+from pytest_skillcourt.core import dashboard_secret as secret
+from pytest_skillcourt.core.quarantine import read_entries
+from pytest_skillcourt.core.store import Store
 from tests.support.dashboard_profile import (
     API,
     HOSTILE,
@@ -276,7 +278,7 @@ def test_hermes_court_hermes_install_uses_the_profiles_home(tmp_path: Path, monk
 
 def test_spend_today_is_the_automatic_trials_own_record(client: TestClient, profile: Profile) -> None:
     if court._auto is None:
-        pytest.skip("this version has no automatic trials (pytest_skillcourt/auto.py)")
+        pytest.skip("this version has no automatic trials (pytest_skillcourt/engine/auto.py)")
     state_file = profile.data / "auto-state.json"
     state = json.loads(state_file.read_text())
     for day in state["days"].values():

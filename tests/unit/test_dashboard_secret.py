@@ -1,6 +1,6 @@
 """The Skill Court tab's changes need the profile owner's secret (issue 32, row 7):
 Hermes' session token, which ``GET /`` of ``hermes dashboard`` hands any local user,
-is not enough to quarantine, release or apply a fix (``pytest_skillcourt/dashboard/
+is not enough to quarantine, release or apply a fix (``pytest_skillcourt/hermes/dashboard/
 secret.py`` and ``api.py``).  In process with FastAPI's test client; the real
 dashboard and Chromium are ``tests/e2e/test_dashboard.py``."""
 
@@ -17,9 +17,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.dashboard import install, secret
-from pytest_skillcourt.quarantine import read_entries
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.cli import dashboard_install as install
+from pytest_skillcourt.core import dashboard_secret as secret
+from pytest_skillcourt.core.quarantine import read_entries
+from pytest_skillcourt.core.store import Store
 from tests.support.dashboard_profile import API, HURTS_SKILL, MODEL, Profile, api_client, profile  # noqa: F401
 
 

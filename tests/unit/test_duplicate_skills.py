@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.skills import LibraryWarning, load_library
+from pytest_skillcourt.core.skills import LibraryWarning, load_library
 
 
 def skill(root: Path, rel: str, name: str, body: str = "body") -> Path:

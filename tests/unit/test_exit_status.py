@@ -14,8 +14,8 @@ import pytest
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.cli import (EPILOG, EXIT_MEANINGS, ExitStatus, exit_status_of, main, trial_exit_status)
-from pytest_skillcourt.store import Store
-from pytest_skillcourt.trial_cli import (PYTEST_FAILED, PYTEST_INCOMPLETE, PYTEST_INTERNAL, PYTEST_INTERRUPTED,
+from pytest_skillcourt.core.store import Store
+from pytest_skillcourt.engine.trial_run import (PYTEST_FAILED, PYTEST_INCOMPLETE, PYTEST_INTERNAL, PYTEST_INTERRUPTED,
                                          PYTEST_OK, PYTEST_USAGE, TrialRun)
 from tests.support.builders import write_skill
 
@@ -106,8 +106,8 @@ def test_trial_maps_its_sessions_status(done: TrialRun, expected: ExitStatus) ->
 def test_the_judge_failure_the_trial_looks_for_is_the_one_the_controller_writes() -> None:
     import inspect
 
-    from pytest_skillcourt import controller
-    from pytest_skillcourt.trial_cli import JUDGE_COULD_NOT_RUN
+    from pytest_skillcourt.engine import verdicts as controller
+    from pytest_skillcourt.engine.trial_run import JUDGE_COULD_NOT_RUN
 
     assert f'f"{JUDGE_COULD_NOT_RUN}: ' in inspect.getsource(controller.produce_verdicts)
 
@@ -139,7 +139,7 @@ def test_usage_errors_of_every_command_are_2(tmp_path: Path, capsys: pytest.Capt
 
 def test_trial_auto_with_unreadable_settings_is_a_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_skillcourt import auto
+    from pytest_skillcourt.engine import auto
 
     settings = auto.data_dir(tmp_path) / auto.SETTINGS_NAME
     settings.parent.mkdir(parents=True)

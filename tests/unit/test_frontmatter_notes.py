@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.skills import LibraryWarning, frontmatter_notes, load_library
+from pytest_skillcourt.core.skills import LibraryWarning, frontmatter_notes, load_library
 
 MD = Path("lib/x/SKILL.md")
 

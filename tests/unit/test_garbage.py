@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_skillcourt import garbage
-from pytest_skillcourt.garbage import Collector
+from pytest_skillcourt.engine import garbage
+from pytest_skillcourt.engine.garbage import Collector
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_skillcourt import hermes
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.hermes import (
     SCRUB_MARKER,
     LoadLog,
@@ -247,7 +247,7 @@ def calls(home: Path) -> list[tuple[str, dict[str, Any]]]:
         ("terminal", {"command": "skill-court release house-format"}),
         ("terminal", {"command": "hermes plugins disable skill-court"}),
         ("execute_code", {"code": f"print(open('{skill}/SKILL.md').read())"}),
-        ("execute_code", {"code": "import pytest_skillcourt.quarantine as q; q.release(...)"}),
+        ("execute_code", {"code": "import pytest_skillcourt.core.quarantine as q; q.release(...)"}),
         ("process", {"action": "submit", "session_id": "p1", "data": "cat cat/house-format/SKILL.md"}),
         ("browser_navigate", {"url": f"file://{skill}/SKILL.md"}),
         ("vision_analyze", {"image_url": str(skill / "diagram.png"), "question": "?"}),

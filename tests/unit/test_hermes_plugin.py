@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_skillcourt import hermes
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.hermes import (
     ModelMemory,
     QuarantineView,

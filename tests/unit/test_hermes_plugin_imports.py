@@ -18,9 +18,9 @@ MOST_MODULES = 15
 #: Never loaded by loading the plugin.
 NOT_AT_LOAD = (
     "pytest_skillcourt.sandbox", "pytest_skillcourt.sandbox.docker", "pytest_skillcourt.sandbox.local",
-    "pytest_skillcourt.trial_cli", "pytest_skillcourt.mine", "pytest_skillcourt.stats.verdict",
-    "pytest_skillcourt.agent.client", "pytest_skillcourt.agent.registry", "pytest_skillcourt.store",
-    "pytest_skillcourt.session", "pytest_skillcourt.gateway", "openai", "httpx", "numpy", "pytest",
+    "pytest_skillcourt.engine.trial_run", "pytest_skillcourt.engine.auto", "pytest_skillcourt.engine.mine", "pytest_skillcourt.stats.verdict",
+    "pytest_skillcourt.models.client", "pytest_skillcourt.core.runner_registry", "pytest_skillcourt.core.store",
+    "pytest_skillcourt.plugin.session", "pytest_skillcourt.gateway", "openai", "httpx", "numpy", "pytest",
 )
 
 LOAD = """
@@ -46,12 +46,12 @@ def _loaded(extra: str = "") -> set[str]:
 def test_loading_the_hermes_plugin_loads_few_of_the_package_s_modules() -> None:
     loaded = _loaded()
     ours = sorted(m for m in loaded if m == "pytest_skillcourt" or m.startswith("pytest_skillcourt."))
-    assert "pytest_skillcourt.hermes" in ours and "pytest_skillcourt.auto" in ours
+    assert "pytest_skillcourt.hermes" in ours and "pytest_skillcourt.core.auto_queue" in ours
     assert len(ours) <= MOST_MODULES, ours
     assert sorted(m for m in NOT_AT_LOAD if m in loaded) == []
 
 
-@pytest.mark.parametrize("module", ["pytest_skillcourt.trial_cli", "pytest_skillcourt.sandbox.docker"])
+@pytest.mark.parametrize("module", ["pytest_skillcourt.engine.trial_run", "pytest_skillcourt.sandbox.docker"])
 def test_the_probe_sees_what_a_trial_loads(module: str) -> None:
     """The check above can fail: the background runner's first trial loads the engine."""
     assert module in _loaded(f"import {module}")

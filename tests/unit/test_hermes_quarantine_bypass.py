@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_skillcourt import hermes
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin, hide_in_prompt, view_names, viewed_names
 from tests.support.hermes_setups import HIDDEN, LIBRARY, TRAPS, write_library
 

@@ -20,7 +20,7 @@ import yaml
 from pytest_skillcourt.agent import hermes_runner as hr
 from pytest_skillcourt.agent.builtin import WRAP_UP, wrap_up_margin
 from pytest_skillcourt.gateway import CHAT, CallRecord, RunGrant, RunRecording
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import write_skill
 from tests.support.hermes_setups import SKILL, make_ctx
 

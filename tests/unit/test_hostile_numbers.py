@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.agent.client import reported_cost, resolve_model, token_count
-from pytest_skillcourt.options import parse_prices
-from pytest_skillcourt.run import price
+from pytest_skillcourt.models.client import reported_cost, resolve_model, token_count
+from pytest_skillcourt.core.settings import parse_prices
+from pytest_skillcourt.engine.run import price
 
 
 @pytest.mark.parametrize("raw, want", [(12, 12), ("34", 34), (0, 0), ("abc", 0), (-500, 0), (True, 0),

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.records import INCOMPLETE
+from pytest_skillcourt.core.records import INCOMPLETE
 from pytest_skillcourt.report.html import (
     ANSWER_CHARS,
     EARLY_STOP_WHY,
@@ -29,7 +29,7 @@ from pytest_skillcourt.report.html import (
     token_plot,
     trial_data,
 )
-from pytest_skillcourt.trial import TrialResult, TrialRun
+from pytest_skillcourt.core.trial import TrialResult, TrialRun
 from tests.support.html_sample import (
     HOSTILE,
     LONG_OUTPUT,

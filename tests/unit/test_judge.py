@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_skillcourt import judge
-from pytest_skillcourt.judge import (
+from pytest_skillcourt.engine import judge
+from pytest_skillcourt.engine.judge import (
     JUDGE_PROMPT_VERSION,
     Judgment,
     RunView,
@@ -23,7 +23,7 @@ from pytest_skillcourt.judge import (
     parse_verdict,
     user_message,
 )
-from pytest_skillcourt.llm import UnreadableReply, neutralise
+from pytest_skillcourt.models.llm import UnreadableReply, neutralise
 from tests.support.judge_runs import BAD, GOOD, MARKER, TASK, section
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.layout import hermes_layout, hermes_model, quarantine_of_rootdir, repository_layout
+from pytest_skillcourt.core.layout import hermes_layout, hermes_model, quarantine_of_rootdir, repository_layout
 from tests.support.builders import write_skill
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_skillcourt.llm import (
+from pytest_skillcourt.models.llm import (
     TokenBudget,
     UnreadableReply,
     cut_middle,

@@ -1,5 +1,5 @@
 """A lock taken on one thread is held until another thread releases it (a check room is
-made on a thread of its own and closed by the run's: pytest_skillcourt/locks.py)."""
+made on a thread of its own and closed by the run's: pytest_skillcourt/core/locks.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import sys
 import threading
 from pathlib import Path
 
-from pytest_skillcourt import locks
+from pytest_skillcourt.core import locks
 
 HELD_ELSEWHERE = """
 import sys
 from pathlib import Path
-from pytest_skillcourt import locks
+from pytest_skillcourt.core import locks
 print(locks.held_elsewhere(Path(sys.argv[1])))
 """
 

@@ -1,4 +1,4 @@
-"""Tests for mining replay tasks from Hermes' session history (pytest_skillcourt.mine).
+"""Tests for mining replay tasks from Hermes' session history (pytest_skillcourt.engine.mine).
 
 Each case builds state.db with the real ``hermes_state.SessionDB`` API (the writer
 Hermes itself uses), so the schema is the installed one.  A state.db from real
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_skillcourt.mine import (
+from pytest_skillcourt.engine.mine import (
     MinedTask,
     StateDBError,
     SuiteFileError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_skillcourt.offer import CLAUDE, CODEX, HERMES, Listing, SkillPlace, offer_problem, read_listing
+from pytest_skillcourt.core.offer import CLAUDE, CODEX, HERMES, Listing, SkillPlace, offer_problem, read_listing
 
 HERMES_PROMPT = """You are a capable assistant.
 

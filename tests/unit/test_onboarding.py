@@ -3,7 +3,7 @@ nothing set up: ``tests/e2e/test_onboarding.py``)."""
 
 from __future__ import annotations
 
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 
 
 def test_the_store_folder_the_court_makes_is_ignored_by_git(tmp_path) -> None:

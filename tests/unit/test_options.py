@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_skillcourt.agent.client import ModelConfigError, resolve_model
-from pytest_skillcourt.options import parse_prices, parse_shard
+from pytest_skillcourt.models.client import ModelConfigError, resolve_model
+from pytest_skillcourt.core.settings import parse_prices, parse_shard
 
 
 def test_prices_and_shards_parse() -> None:

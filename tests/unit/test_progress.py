@@ -9,7 +9,7 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-from pytest_skillcourt.report.progress import CLEAR_EOL, RESTORE, SAVE, Progress, PytestTerminal, format_tokens, \
+from pytest_skillcourt.plugin.progress import CLEAR_EOL, RESTORE, SAVE, Progress, PytestTerminal, format_tokens, \
     plain, run_label
 
 

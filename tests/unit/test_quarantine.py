@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt.quarantine import (
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine import (
     QuarantineEntry,
     QuarantineFileError,
     apply_trial,
@@ -25,7 +25,7 @@ from pytest_skillcourt.quarantine import (
 )
 from tests.support.builders import trial_entry
 
-SCHEMA = Path(q.__file__).parent / "schemas" / "quarantine.schema.json"
+SCHEMA = Path(q.__file__).parents[1] / "schemas" / "quarantine.schema.json"
 
 
 def keys(entries: list[QuarantineEntry]) -> set[tuple[str, str, str]]:

@@ -1,4 +1,4 @@
-"""The quarantine history (``pytest_skillcourt/quarantine_log.py``): every change the
+"""The quarantine history (``pytest_skillcourt/core/quarantine_log.py``): every change the
 court makes to a quarantine file is a row with who and how, and an edit made behind
 the court's back is flagged once and recorded, never undone."""
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt import quarantine_log as ql
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core import quarantine_log as ql
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.dashboard import court
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.hermes.dashboard import court
+from pytest_skillcourt.core.store import Store
 from tests.support.dashboard_profile import build
 
 ME = ql.actor()
@@ -109,8 +109,8 @@ def test_dashboard_routes_leave_rows_by_the_dashboard(tmp_path: Path, monkeypatc
     import fastapi
     from fastapi.testclient import TestClient
 
-    from pytest_skillcourt.dashboard import secret
-    from pytest_skillcourt.dashboard.api import router
+    from pytest_skillcourt.core import dashboard_secret as secret
+    from pytest_skillcourt.hermes.dashboard.api import router
 
     profile = build(tmp_path / "home")
     monkeypatch.setenv("HERMES_HOME", str(profile.home))
@@ -229,7 +229,7 @@ def test_a_crash_between_the_file_and_its_row_flags_the_entry_and_keeps_it(qfile
     q.quarantine(qfile, "before", model="m")
     script = textwrap.dedent(f"""
         import os
-        from pytest_skillcourt import quarantine_log
+        from pytest_skillcourt.core import quarantine_log
         quarantine_log.History.record = lambda *a, **k: os._exit(9)  # killed after the rename
         from pytest_skillcourt.cli import main
         main(["--quarantine", {str(qfile)!r}, "quarantine", "crashed", "--model", "m"])

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt import quarantine as q
+from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin, hidden_skills, hide_in_prompt
-from pytest_skillcourt.quarantine import QuarantineEntry, QuarantineIndex, find, model_key, model_matches, undated_key
+from pytest_skillcourt.core.quarantine import QuarantineEntry, QuarantineIndex, find, model_key, model_matches, undated_key
 
 
 def entry(skill: str, model: str, reason: str = "r") -> QuarantineEntry:

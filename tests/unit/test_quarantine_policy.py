@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from pytest_skillcourt import quarantine as q
-from pytest_skillcourt.quarantine import TrialVerdict, plan_trial
+from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine import TrialVerdict, plan_trial
 from pytest_skillcourt.stats.verdict import VerdictKind
 
 

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_skillcourt.records import ANSWERED, RunRecord
+from pytest_skillcourt.core.records import ANSWERED, RunRecord
 from pytest_skillcourt.report import json_report, markdown, terminal
 from pytest_skillcourt.report.html import render_html, trial_data
-from pytest_skillcourt.report.junit import pair_properties
+from pytest_skillcourt.plugin.junit import pair_properties
 from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
-from pytest_skillcourt.trial import Cause, Outcome, Target, TrialResult, TrialRun
+from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult, TrialRun
 
 
 def run(task: str, arm: str, ok: bool, *, cost: float = 0.01, trial: str = "T1") -> RunRecord:

@@ -8,8 +8,8 @@ from pathlib import Path
 from pytest_skillcourt.agent import claude_code, codex
 from pytest_skillcourt.agent.tools import skill_files_for_sandbox
 from pytest_skillcourt.sandbox.files import SandboxFiles, executable_of
-from pytest_skillcourt.skills import hash_folder, load_library
-from pytest_skillcourt.suite import load_suite
+from pytest_skillcourt.core.skills import hash_folder, load_library
+from pytest_skillcourt.core.suite import load_suite
 
 
 def library(root: Path) -> Path:

@@ -16,10 +16,10 @@ import pytest
 
 from pytest_skillcourt.agent import prompt as system_prompt
 from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.cache import run_key
-from pytest_skillcourt.options import AgentChoice
-from pytest_skillcourt.skills import load_library
-from pytest_skillcourt.suite import Suite, Task
+from pytest_skillcourt.engine.cache import run_key
+from pytest_skillcourt.core.settings import AgentChoice
+from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.suite import Suite, Task
 from tests.support.builders import model_spec, settings, write_skill
 
 SKILL = "house-format"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_skillcourt import safe_yaml
+from pytest_skillcourt.core import safe_yaml
 
 DOCUMENTS = [
     "skill: house-format\ntasks:\n- id: t1\n  prompt: 'Question 1: give the total.'\n  check: grep -q x\n",

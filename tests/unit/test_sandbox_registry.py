@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import sandbox
-from pytest_skillcourt.options import _sandbox_choice
+from pytest_skillcourt.plugin.options import _sandbox_choice
 from pytest_skillcourt.sandbox import (
     Backend,
     SandboxSpec,
@@ -47,7 +47,7 @@ def test_builtin_backends_in_auto_order() -> None:
 
 
 def test_the_option_choices_are_the_registry(registered: list[str]) -> None:
-    from pytest_skillcourt import options
+    from pytest_skillcourt.plugin import options
 
     assert _sandbox_choice(None) == "auto"
     assert _sandbox_choice("local") == "local"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.merge import MergeError, merge_stores
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.engine.merge import MergeError, merge_stores
+from pytest_skillcourt.core.store import Store
 from tests.support.builders import count_rows
 
 
@@ -69,7 +69,7 @@ def test_a_cause_found_wins_over_a_failed_attempt_and_keeps_its_cost(tmp_path: P
 def test_merge_decides_again_by_the_sessions_task_order() -> None:
     """The sequential rule looks at the tasks in suite order; merge decides again by the
     order the session stored with its verdict, not by the first four tasks or by ids."""
-    from pytest_skillcourt.merge import _first_tasks
+    from pytest_skillcourt.engine.merge import _first_tasks
 
     order = ["z-last-id", "b", "a", "y", "c", "d"]
     source = {"suite": "skills_tests/s.yaml", "data": {"first_tasks": order[:4], "task_order": order}}

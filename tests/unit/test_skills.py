@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.agent.tools import skill_files_for_sandbox, skill_path_in_sandbox
-from pytest_skillcourt.skills import (
+from pytest_skillcourt.core.skills import (
     Library,
     LibraryError,
     LibraryWarning,
@@ -19,7 +19,7 @@ from pytest_skillcourt.skills import (
     offered,
     parse_frontmatter,
 )
-from pytest_skillcourt.suite import SuiteError, load_suite
+from pytest_skillcourt.core.suite import SuiteError, load_suite
 
 
 @pytest.mark.parametrize("text", [

@@ -15,10 +15,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pytest_skillcourt.printable import has_controls
+from pytest_skillcourt.core.printable import has_controls
 from pytest_skillcourt.report import markdown
 from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
-from pytest_skillcourt.trial import Cause, Outcome, Target, TrialResult
+from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult
 
 SKILL = "evil[x](https://e.example/s)`*b*|c\x1b[2J\u202eName"
 MODEL = "m|![i](http://e.example/i.png)"

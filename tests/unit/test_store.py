@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.records import NO_ANSWER
-from pytest_skillcourt.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from pytest_skillcourt.core.records import NO_ANSWER
+from pytest_skillcourt.core.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 from tests.support.builders import run_record
 
 
@@ -118,7 +118,7 @@ def test_many_keys_are_looked_up_at_once_newest_first(tmp_path: Path) -> None:
 
 
 def test_many_verdicts_are_written_at_once_in_their_order(tmp_path: Path) -> None:
-    from pytest_skillcourt.store import VerdictRow
+    from pytest_skillcourt.core.store import VerdictRow
 
     store = Store(tmp_path / "court.db")
     rows = [VerdictRow("t1", f"s{i}", "m", f"s{i}.yaml", "h", "sh", "NEUTRAL", {"i": i}) for i in range(3)]
@@ -176,7 +176,7 @@ def test_prune_orders_trials_started_in_the_same_second_by_when_they_were_record
 
 
 def test_a_stored_run_decodes_whether_or_not_it_has_fields_this_version_does_not_know() -> None:
-    from pytest_skillcourt.records import RunRecord
+    from pytest_skillcourt.core.records import RunRecord
 
     record = run_record(run_id="r1")
     assert RunRecord.from_json(record.to_json()) == record

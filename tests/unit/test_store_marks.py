@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 from tests.support.builders import run_record
 
 

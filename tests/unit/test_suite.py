@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.suite import SuiteError, load_suite
+from pytest_skillcourt.core.suite import SuiteError, load_suite
 
 SKILLS = ["sales-csv-totals", "release-notes-format"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.suite_edit import find_suites, suite_filename
+from pytest_skillcourt.core.suite_edit import find_suites, suite_filename
 
 
 @pytest.mark.parametrize("skill, name", [(".hidden", "dot-hidden.yaml"), ("..x", "dot-.x.yaml"),

@@ -10,11 +10,11 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_skillcourt import suite as suite_mod
-from pytest_skillcourt.scaffold import SUITE
-from pytest_skillcourt.suite import SuiteError, load_suite
+from pytest_skillcourt.core import suite as suite_mod
+from pytest_skillcourt.cli.scaffold import SUITE
+from pytest_skillcourt.core.suite import SuiteError, load_suite
 
-SCHEMA = json.loads((Path(suite_mod.__file__).parent / "schemas" / "suite.schema.json").read_text())
+SCHEMA = json.loads((Path(suite_mod.__file__).parents[1] / "schemas" / "suite.schema.json").read_text())
 REPO = Path(__file__).resolve().parents[2]
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 

@@ -226,7 +226,7 @@ def test_a_verdict_does_not_import_scipy() -> None:
     on tables that reach every rule (success, tokens, hints, early stop) leave scipy unloaded."""
     code = textwrap.dedent("""
         import sys
-        import pytest_skillcourt.plugin, pytest_skillcourt.controller, pytest_skillcourt.merge
+        import pytest_skillcourt.plugin, pytest_skillcourt.engine.verdicts, pytest_skillcourt.engine.merge
         from pytest_skillcourt.stats.verdict import PairOutcome, decide, unreachable
         P = PairOutcome
         tables = [

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_skillcourt import cli, mine
-from pytest_skillcourt.layout import hermes_layout, repository_layout
-from pytest_skillcourt.suite import load_suite
-from pytest_skillcourt.suite_edit import Document, with_task_removed, with_tasks_appended
+from pytest_skillcourt import cli
+from pytest_skillcourt.engine import mine
+from pytest_skillcourt.core.layout import hermes_layout, repository_layout
+from pytest_skillcourt.core.suite import load_suite
+from pytest_skillcourt.core.suite_edit import Document, with_task_removed, with_tasks_appended
 from tests.support.builders import write_skill
 
 SKILL = "sales-csv-totals"

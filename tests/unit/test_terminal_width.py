@@ -14,8 +14,8 @@ import pytest
 from pytest_skillcourt.report.terminal import (DEFAULT_WIDTH, DROP_ORDER, command_lines, fit_columns, fit_table,
                                                prose, terminal_width, write_prose, write_summary)
 from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
-from pytest_skillcourt.trial import Cause, Outcome, Target, TrialResult
-from pytest_skillcourt.trial_cli import summary_lines
+from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult
+from pytest_skillcourt.engine.trial_run import summary_lines
 
 TABLE = [["skill", "model", "verdict", "with", "without", "diff 95% CI", "tokens w/wo", "check/judge",
           "cached", "spend"],

@@ -1,4 +1,4 @@
-"""Tool calls and skill loads out of a transcript (pytest_skillcourt.transcript).
+"""Tool calls and skill loads out of a transcript (pytest_skillcourt.core.transcript).
 
 One reader for every runner, for cause finding, for mining and for the run
 cache: every name form Hermes' ``skill_view`` accepts, both argument shapes
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.skills import Library, load_library
-from pytest_skillcourt.transcript import (
+from pytest_skillcourt.core.skills import Library, load_library
+from pytest_skillcourt.core.transcript import (
     exchanges,
     find_skill,
     load_index,

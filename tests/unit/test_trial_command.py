@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.layout import hermes_layout
-from pytest_skillcourt.options import ItemLayout
-from pytest_skillcourt.trial_cli import (ITEM_LAYOUTS, Progress, Selection, TrialOptions, pytest_args, workers,
+from pytest_skillcourt.core.layout import hermes_layout
+from pytest_skillcourt.core.settings import ItemLayout
+from pytest_skillcourt.engine.trial_run import (ITEM_LAYOUTS, Progress, Selection, TrialOptions, pytest_args, workers,
                                          xdist_installed)
 
 
@@ -76,7 +76,7 @@ def test_the_commands_item_layouts_are_the_courts() -> None:
 def test_a_target_and_its_suite_facts_travel_as_json() -> None:
     import json
 
-    from pytest_skillcourt.trial import SuiteFacts, Target
+    from pytest_skillcourt.core.trial import SuiteFacts, Target
 
     facts = SuiteFacts(skill="a", suite_hash="s" * 16, skill_hash="", source={"kind": "working-tree", "label": "x"})
     target = Target("x.yaml::verdict[m]", "x.yaml", "m", ("t1",), facts=facts)
@@ -116,7 +116,7 @@ def test_the_progress_plugin_works_in_a_session_without_xdist(pytester: pytest.P
 
 
 def test_trial_flags_rename_whole_option_names_only() -> None:
-    from pytest_skillcourt.trial_cli import trial_flags
+    from pytest_skillcourt.engine.trial_run import trial_flags
 
     assert trial_flags("raise it with --skill-court-budget") == "raise it with --budget"
     assert trial_flags("(--skill-court-run-undecidable runs it anyway)") == "(--run-undecidable runs it anyway)"

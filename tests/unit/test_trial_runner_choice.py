@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import appeal, auto, cli, sandbox, trial_cli
+from pytest_skillcourt.engine import appeal, auto
+from pytest_skillcourt import cli, sandbox
+from pytest_skillcourt.engine import trial_run as trial_cli
 from pytest_skillcourt.agent import hermes_runner
-from pytest_skillcourt.agent.registry import RUNNERS
-from pytest_skillcourt.layout import hermes_layout, repository_layout
-from pytest_skillcourt.skills import load_library
+from pytest_skillcourt.core.runner_registry import RUNNERS
+from pytest_skillcourt.core.layout import hermes_layout, repository_layout
+from pytest_skillcourt.core.skills import load_library
 from tests.support.builders import write_skill
 
 SKILL = "house-format"
@@ -329,7 +331,7 @@ def test_appeal_agent_and_image_only_with_a_new_appeal(tmp_path: Path, capsys: p
 
 def test_appeal_agent_and_image_reach_the_drafts_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_skillcourt.store import Store
+    from pytest_skillcourt.core.store import Store
 
     Store(tmp_path / "court.db").close()
     seen: dict[str, Any] = {}

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import pytest_skillcourt.stats
-from pytest_skillcourt import controller
-from pytest_skillcourt.cache import rule_digest, verdict_key
-from pytest_skillcourt.controller import decided
+from pytest_skillcourt.engine import verdicts as controller
+from pytest_skillcourt.engine.cache import rule_digest, verdict_key
+from pytest_skillcourt.engine.verdicts import decided
 from pytest_skillcourt.stats.verdict import PairOutcome, Verdict, decide
-from pytest_skillcourt.store import Store
+from pytest_skillcourt.core.store import Store
 
 
 def evidence(seed: int, tasks: int, reps: int = 1) -> list[PairOutcome]:

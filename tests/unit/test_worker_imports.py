@@ -13,9 +13,9 @@ import pytest
 
 #: Loaded by the controller or by a fresh run only, never by importing the session.
 NOT_AT_IMPORT = (
-    "pytest_skillcourt.controller", "pytest_skillcourt.judge", "pytest_skillcourt.cause",
-    "pytest_skillcourt.run", "pytest_skillcourt.gateway", "pytest_skillcourt.agent.sandboxed",
-    "pytest_skillcourt.transcript", "pytest_skillcourt.report.terminal", "pytest_skillcourt.report.html",
+    "pytest_skillcourt.engine.verdicts", "pytest_skillcourt.engine.judge", "pytest_skillcourt.engine.cause",
+    "pytest_skillcourt.engine.run", "pytest_skillcourt.gateway", "pytest_skillcourt.agent.sandboxed",
+    "pytest_skillcourt.core.transcript", "pytest_skillcourt.report.terminal", "pytest_skillcourt.report.html",
     "pytest_skillcourt.report.json_report", "numpy", "openai", "httpx", "docker",
 )
 
@@ -27,13 +27,13 @@ def _loaded_after(code: str) -> set[str]:
 
 
 def test_importing_the_session_leaves_the_controllers_and_a_runs_modules_unloaded() -> None:
-    loaded = _loaded_after("import pytest_skillcourt.plugin, pytest_skillcourt.session")
-    assert "pytest_skillcourt.session" in loaded  # the probe imported what it says
+    loaded = _loaded_after("import pytest_skillcourt.plugin, pytest_skillcourt.plugin.session")
+    assert "pytest_skillcourt.plugin.session" in loaded  # the probe imported what it says
     assert sorted(m for m in NOT_AT_IMPORT if m in loaded) == []
 
 
-@pytest.mark.parametrize("module", ["pytest_skillcourt.controller", "pytest_skillcourt.run"])
+@pytest.mark.parametrize("module", ["pytest_skillcourt.engine.verdicts", "pytest_skillcourt.engine.run"])
 def test_the_probe_sees_a_module_that_is_imported(module: str) -> None:
     """The check above can fail: a module the session imported would be in the list."""
-    loaded = _loaded_after(f"import pytest_skillcourt.session, {module}")
+    loaded = _loaded_after(f"import pytest_skillcourt.plugin.session, {module}")
     assert module in loaded

@@ -1,0 +1,865 @@
+"""The SQLite store: runs, judgments, verdicts, quarantine history, appeals (README "Store, cache and budget").
+
+One file, WAL mode, one connection per process; xdist workers write their
+runs, the controller writes verdicts.  Each run is written in one transaction
+when it has finished, so a crash or Ctrl-C mid-run leaves no half-written row
+that a later session would trust.  The schema is versioned with forward
+migrations (``PRAGMA user_version``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_skillcourt.core.clock import utc_now
+from pytest_skillcourt.core.records import RunRecord
+from pytest_skillcourt.core.trial import TrialRun
+
+
+def valid_text(text: str) -> str:
+    """``text`` as SQLite can store it (valid UTF-8).
+
+    A model's JSON may carry lone surrogates (``"\\udcff"``) and Python keeps
+    undecodable bytes of file names as such; SQLite refuses both with
+    ``UnicodeEncodeError``, which would lose the whole run.  They become ``?``.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+#: Each entry migrates from version i to i+1.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE trials (
+        trial TEXT PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,
+        rootdir TEXT, argv TEXT
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, cache_key TEXT NOT NULL, trial TEXT NOT NULL,
+        skill TEXT NOT NULL, suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL,
+        rep INTEGER NOT NULL, model TEXT NOT NULL, status TEXT NOT NULL,
+        outcome INTEGER, cost_usd REAL, priced INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        cacheable INTEGER NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_key ON runs(cache_key, cacheable);
+    CREATE INDEX runs_by_trial ON runs(trial);
+    CREATE TABLE trial_runs (
+        trial TEXT NOT NULL, run_id TEXT NOT NULL, skill TEXT NOT NULL, model TEXT NOT NULL,
+        suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL, rep INTEGER NOT NULL,
+        cached INTEGER NOT NULL, PRIMARY KEY (trial, suite, task_id, arm, rep, model)
+    );
+    CREATE TABLE judgments (
+        key TEXT PRIMARY KEY, trial TEXT NOT NULL, with_run TEXT NOT NULL,
+        without_run TEXT NOT NULL, winner TEXT, input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL, created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE TABLE verdicts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, trial TEXT NOT NULL, skill TEXT NOT NULL,
+        model TEXT NOT NULL, suite TEXT NOT NULL, skill_hash TEXT NOT NULL,
+        suite_hash TEXT NOT NULL, kind TEXT NOT NULL, created_at TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX verdicts_by_skill ON verdicts(skill, model, id);
+    CREATE TABLE quarantine_history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, action TEXT NOT NULL,
+        skill TEXT NOT NULL, model TEXT NOT NULL, trial TEXT, data TEXT NOT NULL
+    );
+    """,
+    # v2: the library folder of each session, so `skill-court report` can tell
+    # whether a skill changed since its verdict without guessing the ini.
+    """
+    ALTER TABLE trials ADD COLUMN skills_dir TEXT;
+    CREATE INDEX trial_runs_by_run ON trial_runs(run_id);
+    CREATE INDEX judgments_by_runs ON judgments(with_run, without_run);
+    """,
+    # v3: causes of HURTS verdicts, cached like judgments (a re-run of an unchanged
+    # library asks no model, not even the cause finder).
+    """
+    CREATE TABLE causes (
+        key TEXT PRIMARY KEY, trial TEXT NOT NULL, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    """,
+    # v4: appeals: a revised SKILL.md, its trial and the decision.  The
+    # original bytes are kept whole so `appeal undo` can write them back exactly.
+    """
+    CREATE TABLE appeals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, skill TEXT NOT NULL, model TEXT NOT NULL,
+        verdict_id INTEGER NOT NULL, verdict_trial TEXT NOT NULL, skill_md TEXT NOT NULL,
+        original_sha256 TEXT NOT NULL, original BLOB NOT NULL, draft_sha256 TEXT NOT NULL,
+        draft BLOB NOT NULL, diff TEXT NOT NULL, decision TEXT NOT NULL, reason TEXT NOT NULL,
+        draft_trial TEXT, draft_verdict TEXT, status TEXT NOT NULL, created_at TEXT NOT NULL,
+        applied_at TEXT, undone_at TEXT, data TEXT NOT NULL
+    );
+    CREATE INDEX appeals_by_skill ON appeals(skill, model, id);
+    """,
+    # v5: what the cause finder cost, so spend counts runs, judgments and causes alike.
+    """
+    ALTER TABLE causes ADD COLUMN cost_usd REAL;
+    """,
+    # v6: verdicts by what they were decided from (``cache.verdict_key``): a re-run whose
+    # outcomes did not change reuses the verdict instead of deciding it again.
+    """
+    CREATE TABLE decided (
+        key TEXT PRIMARY KEY, created_at TEXT NOT NULL, data TEXT NOT NULL
+    );
+    """,
+    # v7: no index of trial_runs by run id.  A cached run keeps the id of the trial that
+    # ran it, so each session's marks landed all over that index: with the marks of a
+    # 24,000-run session written 500 at a time, every commit rewrote hundreds of its
+    # pages, 0.67 s of the session's 0.75 s of mark writes (bench/perf_bench.py, scale).
+    # Only ``prune`` asked it (which runs no trial uses); its NOT IN builds that list
+    # once, in about 0.1 s per 250,000 marks.
+    """
+    DROP INDEX IF EXISTS trial_runs_by_run;
+    """,
+    # v8: runs a session's item ended without a record (it raised, or was skipped before it
+    # started: budget, no price).  Early stop waits for the first tasks' runs of a skill;
+    # one that will never be recorded must not hold it until its deadline (31 min a task).
+    """
+    CREATE TABLE ended (
+        trial TEXT NOT NULL, suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL,
+        rep INTEGER NOT NULL, model TEXT NOT NULL, reason TEXT NOT NULL,
+        PRIMARY KEY (trial, suite, task_id, arm, rep, model)
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+#: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
+_SPEND_SQL = "SELECT " + ", ".join(f"(SELECT COALESCE(SUM(cost_usd), 0) FROM {table} WHERE trial = ?)"
+                                   for table in ("runs", "judgments", "causes"))
+#: A run's use by a trial (``Store.record_run``).
+_MARK_SQL = ("INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
+             "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)")
+#: SQL condition on ``trial``: not a session that tried an appeal draft, unless that
+#: draft was applied (then its verdict is the skill's current one, until an undo).
+_NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
+               "AND status != 'applied')")
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One verdict as the ``verdicts`` table holds it (:meth:`Store.record_verdicts`)."""
+
+    trial: str
+    skill: str
+    model: str
+    suite: str
+    skill_hash: str
+    suite_hash: str
+    kind: str
+    data: dict[str, Any]
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names the file and the fix."""
+
+
+def damaged(path: Path, detail: str) -> StoreError:
+    """The error for a store file whose pages are corrupt (README "Store, cache and budget").
+
+    The court never repairs, rewrites or removes such a file: every other
+    trial's data stays in it, and the fix is to move it away.
+    """
+    return StoreError(
+        f"{path} is not a usable skill-court store ({detail}): it is damaged, and nothing "
+        f"was written to it. Fix: move it away (mv {path} {path}.damaged): the next "
+        "session starts a fresh store in its place, and the moved file keeps every other "
+        "trial's data (sqlite3's .recover copies out what is still readable); or pass "
+        "--skill-court-store PATH")
+
+
+#: How many problems ``PRAGMA quick_check`` reports at most (the first one is shown).
+_CHECK_ROWS = 5
+
+
+class GuardedConnection:
+    """The store's connection: a corrupt page met while reading or writing is a
+    :class:`StoreError` naming the file and the fix, never a raw ``sqlite3`` error."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._inner = db
+        self._path = path
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> GuardedCursor:
+        """Run one statement; its rows are read by the caller (a cursor)."""
+        try:
+            return GuardedCursor(self._inner.execute(sql, params), self._path)
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each of ``rows`` (one call into sqlite, not one per row)."""
+        try:
+            self._inner.executemany(sql, rows)
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    @property
+    def total_changes(self) -> int:
+        return self._inner.total_changes
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class GuardedCursor:
+    """A cursor whose reads translate corruption like :class:`GuardedConnection`."""
+
+    def __init__(self, cursor: sqlite3.Cursor, path: Path) -> None:
+        self._cursor = cursor
+        self._path = path
+        self.lastrowid = cursor.lastrowid
+
+    def fetchone(self) -> Any:
+        try:
+            return self._cursor.fetchone()
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self._cursor
+        except sqlite3.DatabaseError as err:
+            raise _translate(err, self._path) from err
+
+
+def _translate(err: sqlite3.DatabaseError, path: Path) -> Exception:
+    """Corruption (a plain ``DatabaseError``: "malformed", "not a database") becomes
+    :func:`damaged`; other errors (locked, constraint) stay what they are."""
+    if type(err) is sqlite3.DatabaseError:
+        return damaged(path, str(err))
+    return err
+
+
+class Store:
+    """A connection to the store; cheap to open, one per process."""
+
+    def __init__(self, path: Path, *, readonly: bool = False, check: bool = True):
+        """Open (making and migrating it when needed) the store at ``path``.
+
+        ``check``: run ``PRAGMA quick_check`` on an existing file first (about
+        1.5 s per 100 MB); xdist workers skip it, their controller has run it.
+
+        Raises:
+            StoreError: the file is not a usable store (damaged, newer schema).
+        """
+        self.path = Path(path)
+        self.readonly = readonly
+        self._hold = False
+        #: with hold_marks(max_age_s=...): how long a held mark may wait, and since when the oldest has
+        self._hold_max_age = float("inf")
+        self._held_since = 0.0
+        self._marks: list[tuple[Any, ...]] = []
+        #: run id -> the record :meth:`cached_run` decoded: a session's reports read it
+        #: again (:meth:`trial_runs`), and decoding is most of what reading a run costs
+        self._decoded: dict[str, RunRecord] = {}
+        existed = False
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise StoreError(f"no store at {self.path}: run pytest --skill-court first "
+                                     "or pass --store PATH")
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
+                                     isolation_level=None, check_same_thread=False)
+            else:
+                if not self.path.parent.exists():
+                    self.path.parent.mkdir(parents=True)
+                    # A folder the court made holds only its own data: keep it out of git.
+                    (self.path.parent / ".gitignore").write_text(
+                        "# made by pytest-skillcourt: its store and reports, not for version control\n*\n",
+                        encoding="utf-8")
+                existed = self.path.is_file() and self.path.stat().st_size > 0
+                db = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                     check_same_thread=False)
+            self._db = GuardedConnection(db, self.path)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if check and (readonly or existed):  # before anything writes to it
+                self._check_integrity()
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as err:
+            raise damaged(self.path, str(err)) from err
+
+    def _run(self, data: str) -> RunRecord:
+        """A stored run from its ``data`` column.
+
+        Raises:
+            StoreError: the row does not decode (a damaged page's bytes).
+        """
+        try:
+            return RunRecord.from_json(data)
+        except (ValueError, TypeError) as err:
+            raise damaged(self.path, f"a stored run does not decode: {err}") from err
+
+    def _json(self, data: str) -> Any:
+        """A stored ``data`` column, decoded (see :meth:`_run`)."""
+        try:
+            return json.loads(data)
+        except (ValueError, TypeError) as err:
+            raise damaged(self.path, f"a stored row does not decode: {err}") from err
+
+    def _check_integrity(self) -> None:
+        """``PRAGMA quick_check``: every page's structure, without the slow index
+        cross-check of ``integrity_check`` (about a second per 100 MB).
+
+        Raises:
+            StoreError: the file is damaged (see :func:`damaged`).
+        """
+        rows = [str(r[0]) for r in self._db.execute(f"PRAGMA quick_check({_CHECK_ROWS})")]
+        if rows != ["ok"]:
+            first = rows[0] if rows else "no answer"
+            more = f" and {len(rows) - 1} more problem(s)" if len(rows) > 1 else ""
+            raise damaged(self.path, f"integrity check: {first}{more}")
+
+    def close(self) -> None:
+        """Write the held marks (:meth:`hold_marks`), fold the WAL into the database file
+        and close: a copied court.db is then whole (CI artifacts for ``skill-court merge``
+        are often just that one file)."""
+        if not self.readonly:
+            try:
+                self.flush_marks()
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except (sqlite3.Error, StoreError):  # another process is reading or writing: its
+                pass  # close checkpoints; a damaged file was already reported
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[GuardedConnection]:
+        # BEGIN IMMEDIATE takes the write lock up front: concurrent writers queue
+        # on busy_timeout instead of failing half-way through.
+        for attempt in range(5):
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this pytest-skillcourt "
+                f"knows ({SCHEMA_VERSION}); upgrade pytest-skillcourt or use another store")
+        if version == SCHEMA_VERSION or self.readonly:
+            if self.readonly and version < SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has an old schema ({version}); open it once with "
+                                 "pytest --skill-court to migrate it")
+            return
+        with self._write() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            for i in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[i].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- trials ---------------------------------------------------------------
+
+    def start_trial(self, trial: str, *, rootdir: str, argv: Sequence[str],
+                    skills_dir: str | None = None) -> None:
+        """Record that session ``trial`` started (its rootdir, argv and library folder)."""
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO trials(trial, started_at, rootdir, argv, skills_dir) "
+                       "VALUES (?,?,?,?,?)",
+                       (trial, utc_now(), rootdir, json.dumps(list(argv)), skills_dir))
+
+    def finish_trial(self, trial: str) -> None:
+        with self._write_with_marks() as db:
+            db.execute("UPDATE trials SET finished_at = ? WHERE trial = ?", (utc_now(), trial))
+
+    def set_trial_library(self, trial: str, skills_dir: str) -> None:
+        """Say which library ``trial``'s verdicts are about (an appeal's draft trial ran on a
+        temporary copy: its verdicts are about the live library it may be applied to)."""
+        with self._write_with_marks() as db:
+            db.execute("UPDATE trials SET skills_dir = ? WHERE trial = ?", (skills_dir, trial))
+
+    def trial_info(self, trial: str) -> dict[str, Any] | None:
+        """The trials row of ``trial`` (argv decoded), or None."""
+        row = self._db.execute(
+            "SELECT trial, started_at, finished_at, rootdir, argv, skills_dir FROM trials "
+            "WHERE trial = ?", (trial,)).fetchone()
+        if row is None:
+            return None
+        keys = ("trial", "started_at", "finished_at", "rootdir", "argv", "skills_dir")
+        info = dict(zip(keys, row))
+        try:
+            info["argv"] = json.loads(info["argv"] or "[]")
+        except ValueError:
+            info["argv"] = []
+        return info
+
+    # -- runs -----------------------------------------------------------------
+
+    def cached_run(self, cache_key: str) -> RunRecord | None:
+        """The newest cacheable run with this key, if any."""
+        return self.cached_runs([cache_key]).get(cache_key)
+
+    def cached_runs(self, cache_keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The newest cacheable run of each of these keys that has one: one query per 500
+        keys, where :meth:`cached_run` for each would be one per run."""
+        out: dict[str, RunRecord] = {}
+        keys = list(dict.fromkeys(cache_keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT cache_key, run_id, data FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
+                "ORDER BY created_at DESC, rowid DESC", chunk)
+            for key, run_id, data in rows:
+                if key not in out:  # the newest of its key
+                    out[key] = self._decoded[run_id] = self._run(data)
+        return out
+
+    #: Marks of cached runs held before they are written together (:meth:`record_run`).
+    MARK_BATCH = 500
+
+    def hold_marks(self, *, max_age_s: float | None = None) -> None:
+        """From now on, keep the marks of runs reused from the cache (``trial_runs`` rows)
+        and write them together: every :data:`MARK_BATCH`, with the next fresh run,
+        before anything of this connection reads ``trial_runs``, and at
+        :meth:`flush_marks` and :meth:`close`.  With ``max_age_s``, also with the first
+        mark recorded that long after the oldest held one: for an xdist worker, whose
+        marks another worker's early stop polls for (the worker also flushes before a
+        fresh run and when its session ends; ``session.py``).  One write transaction
+        per cached run was about a third of a cached ``-n 2`` session: the workers
+        queued on each other's write lock.  A fresh run is still written at once, in its own
+        transaction, so a crash never loses a run; it may lose the marks of cached
+        runs, whose records are in the store already (README "Store, cache and budget")."""
+        self._hold = True
+        if max_age_s is not None:
+            self._hold_max_age = max_age_s
+
+    def flush_marks(self) -> None:
+        """Write the held marks of cached runs, in one transaction."""
+        if self._marks:
+            with self._write_with_marks():
+                pass
+
+    @contextmanager
+    def _write_with_marks(self) -> Iterator[GuardedConnection]:
+        """:meth:`_write`, whose transaction also writes the held marks (kept when it rolls back)."""
+        with self._write() as db:
+            marks = list(self._marks)
+            if marks:
+                db.executemany(_MARK_SQL, marks)
+            yield db
+        del self._marks[:len(marks)]
+
+    def record_run(self, record: RunRecord, *, trial: str, cached: bool) -> None:
+        """Store a finished run (unless it came from the cache) and mark it used by ``trial``."""
+        mark = (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
+                record.arm, record.rep, int(cached))
+        if cached and self._hold:
+            now = time.monotonic()
+            if not self._marks:
+                self._held_since = now
+            self._marks.append(mark)
+            if len(self._marks) >= self.MARK_BATCH or now - self._held_since >= self._hold_max_age:
+                self.flush_marks()
+            return
+        with self._write_with_marks() as db:
+            if not cached:
+                self._decoded.pop(record.run_id, None)  # replaced: read back as stored
+                db.execute(
+                    "INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, "
+                    "rep, model, status, outcome, cost_usd, priced, input_tokens, output_tokens, "
+                    "cacheable, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.run_id, record.cache_key, record.trial, record.skill, record.suite,
+                     record.task_id, record.arm, record.rep, record.model, record.status,
+                     None if record.outcome is None else int(record.outcome), record.cost_usd,
+                     int(record.priced), record.input_tokens, record.output_tokens,
+                     int(record.cacheable), utc_now(), valid_text(record.to_json())))
+            db.execute(_MARK_SQL, mark)
+
+    def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
+        """The runs ``trial`` used (of one suite, of one model), in the order of the table's key."""
+        self.flush_marks()
+        sql = ("SELECT r.run_id, r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
+               "WHERE t.trial = ?")
+        params: list[Any] = [trial]
+        if suite is not None:
+            sql += " AND t.suite = ?"
+            params.append(suite)
+        if model is not None:
+            sql += " AND t.model = ?"
+            params.append(model)
+        sql += " ORDER BY t.suite, t.task_id, t.arm, t.rep, t.model"  # the key's order: no sort
+        decoded = self._decoded
+        return [TrialRun(decoded.get(i) or self._run(d), bool(c)) for i, d, c in self._db.execute(sql, params)]
+
+    def record_ended(self, *, trial: str, suite: str, task_id: str, arm: str, rep: int, model: str,
+                     reason: str) -> None:
+        """Note that ``trial``'s run of this task, arm, rep and model ended without a record
+        (it raised, or was skipped before it started): nobody should wait for it."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO ended(trial, suite, task_id, arm, rep, model, reason) "
+                       "VALUES (?,?,?,?,?,?,?)", (trial, suite, task_id, arm, rep, model, valid_text(reason[:500])))
+
+    def ended_runs(self, trial: str, *, suite: str, model: str) -> set[tuple[str, str, int]]:
+        """(task id, arm, rep) of ``trial``'s runs of one suite and model that ended without
+        a record (:meth:`record_ended`)."""
+        rows = self._db.execute("SELECT task_id, arm, rep FROM ended WHERE trial = ? AND suite = ? AND model = ?",
+                                (trial, suite, model))
+        return {(task, arm, int(rep)) for task, arm, rep in rows}
+
+    def trial_runs_by_target(self, trial: str) -> dict[tuple[str, str], list[TrialRun]]:
+        """The runs ``trial`` used, by (suite, model): one query where :meth:`trial_runs`
+        per target would be one per verdict."""
+        out: dict[tuple[str, str], list[TrialRun]] = {}
+        for tr in self.trial_runs(trial):
+            out.setdefault((tr.record.suite, tr.record.model), []).append(tr)
+        return out
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
+        out: dict[str, RunRecord] = {}
+        ids = list(run_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for (data,) in self._db.execute(f"SELECT data FROM runs WHERE run_id IN ({marks})", chunk):
+                rec = self._run(data)
+                out[rec.run_id] = rec
+        return out
+
+    def spend(self, trial: str) -> float:
+        """USD this session spent: its fresh runs, judgments and causes (the one definition
+        of spend: the budget, the terminal, JSON and HTML all show this)."""
+        row = self._db.execute(_SPEND_SQL, (trial, trial, trial)).fetchone()  # one query per call:
+        total = 0.0  # every run item asks (the budget)
+        for part in row:
+            total += float(part)
+        return total
+
+    def unpriced_models(self, trial: str) -> list[str]:
+        """Models whose fresh runs in this session used tokens but carry no price."""
+        rows = self._db.execute(
+            "SELECT DISTINCT model FROM runs WHERE trial = ? AND priced = 0 "
+            "AND input_tokens + output_tokens > 0", (trial,))
+        return [r[0] for r in rows]
+
+    # -- judgments ------------------------------------------------------------
+
+    def judgment(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT data FROM judgments WHERE key = ?", (key,)).fetchone()
+        return self._json(row[0]) if row else None
+
+    def judgment_for_runs(self, with_run: str, without_run: str) -> dict[str, Any] | None:
+        """The newest stored judgment of this pair of runs, one with a winner first."""
+        row = self._db.execute(
+            "SELECT data FROM judgments WHERE with_run = ? AND without_run = ? "
+            "ORDER BY winner IS NULL, created_at DESC, rowid DESC LIMIT 1",
+            (with_run, without_run)).fetchone()
+        return self._json(row[0]) if row else None
+
+    def record_judgment(self, key: str, *, trial: str, with_run: str, without_run: str,
+                        data: dict[str, Any], cost_usd: float | None = None) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO judgments(key, trial, with_run, without_run, winner, "
+                "input_tokens, output_tokens, cost_usd, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, trial, with_run, without_run, data.get("winner"),
+                 int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
+                 utc_now(), valid_text(json.dumps(data, ensure_ascii=False))))
+
+    # -- causes ---------------------------------------------------------------
+
+    def cause(self, key: str) -> dict[str, Any] | None:
+        """A stored cause (``cause.Cause.to_dict()``) for this key, if any; or a failed
+        attempt (``"cause": None``, its error and tokens), kept for what it cost."""
+        row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
+        return self._json(row[0]) if row else None
+
+    def record_cause(self, key: str, *, trial: str, data: dict[str, Any],
+                     cost_usd: float | None = None) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data, cost_usd) "
+                       "VALUES (?,?,?,?,?)",
+                       (key, trial, utc_now(), valid_text(json.dumps(data, ensure_ascii=False)), cost_usd))
+
+    # -- verdicts -------------------------------------------------------------
+
+    def decided(self, key: str) -> dict[str, Any] | None:
+        """The verdict (``Verdict.to_dict()``) decided from the evidence of ``key``
+        (``cache.verdict_key``), if one was."""
+        row = self._db.execute("SELECT data FROM decided WHERE key = ?", (key,)).fetchone()
+        return self._json(row[0]) if row else None
+
+    def record_decided(self, decided: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Verdicts by the keys of their evidence, in one transaction."""
+        if not decided:
+            return
+        now = utc_now()
+        with self._write() as db:
+            for key, data in decided:
+                db.execute("INSERT OR REPLACE INTO decided(key, created_at, data) VALUES (?,?,?)",
+                           (key, now, json.dumps(data)))
+
+    def record_verdict(self, *, trial: str, skill: str, model: str, suite: str, skill_hash: str,
+                       suite_hash: str, kind: str, data: dict[str, Any]) -> None:
+        self.record_verdicts([VerdictRow(trial, skill, model, suite, skill_hash, suite_hash, kind, data)])
+
+    def record_verdicts(self, rows: Sequence[VerdictRow]) -> None:
+        """Verdicts, in one transaction."""
+        if not rows:
+            return
+        now = utc_now()
+        with self._write() as db:
+            for r in rows:
+                db.execute(
+                    "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
+                    "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (r.trial, r.skill, r.model, r.suite, r.skill_hash, r.suite_hash, r.kind, now,
+                     json.dumps(r.data, ensure_ascii=False)))
+
+    def latest_verdicts(self, *, by: str = "skill") -> list[dict[str, Any]]:
+        """The newest verdict per (skill, model), or per (suite, model) with ``by="suite"``."""
+        if by not in ("skill", "suite"):
+            raise ValueError(f"latest_verdicts: by must be 'skill' or 'suite', got {by!r}")
+        return self._verdict_rows(
+            f"JOIN (SELECT {by}, model, MAX(id) AS id FROM verdicts WHERE {_NOT_APPEAL} "
+            f"GROUP BY {by}, model) m ON m.id = v.id ORDER BY v.skill, v.model, v.suite", ())
+
+    def all_verdicts(self) -> list[dict[str, Any]]:
+        """Every verdict of the library, oldest first (by time made, then by id);
+        verdicts on appeal drafts are left out (they judge a draft, not the skill)."""
+        return self._verdict_rows(f"WHERE {_NOT_APPEAL.replace('trial', 'v.trial', 1)} "
+                                  "ORDER BY v.created_at, v.id", ())
+
+    def trial_verdicts(self, trial: str) -> list[dict[str, Any]]:
+        """Every verdict session ``trial`` made, in the order it made them."""
+        return self._verdict_rows("WHERE v.trial = ? ORDER BY v.id", (trial,))
+
+    def _verdict_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT v.id, v.trial, v.skill, v.model, v.suite, v.skill_hash, v.suite_hash, v.kind, "
+            f"v.created_at, v.data FROM verdicts v {tail}", params)
+        keys = ("id", "trial", "skill", "model", "suite", "skill_hash", "suite_hash", "kind",
+                "created_at")
+        out = []
+        for row in rows:
+            item = dict(zip(keys, row[:-1]))
+            item["data"] = self._json(row[-1])
+            out.append(item)
+        return out
+
+    # -- quarantine history (``quarantine_log``) -----------------------------------------------
+    #
+    # One row per change of a quarantine file: who and how (``by``, ``via``) and which file
+    # (``file``: its real path) are keys of ``data``, not columns, so ``skill-court merge``
+    # (which copies the columns of schema 1) carries them, and old stores need no migration.
+
+    def record_quarantine_change(self, *, action: str, skill: str, model: str, trial: str | None,
+                                 data: dict[str, Any]) -> None:
+        self.record_quarantine_changes([(action, skill, model, trial, data)])
+
+    def record_quarantine_changes(self, rows: Sequence[tuple[str, str, str, str | None, dict[str, Any]]]) -> None:
+        """Rows ``(action, skill, model, trial, data)`` of the quarantine history, in one
+        transaction.  ``data`` is stored as ASCII JSON: a hand-typed entry's lone surrogate
+        comes back exactly as the file has it (``quarantine_log`` compares the two)."""
+        if not rows:
+            return
+        now = utc_now()
+        with self._write() as db:
+            db.executemany("INSERT INTO quarantine_history(at, action, skill, model, trial, data) "
+                           "VALUES (?,?,?,?,?,?)",
+                           [(now, action, valid_text(skill), valid_text(model), trial, json.dumps(data))
+                            for action, skill, model, trial, data in rows])
+
+    def quarantine_history(self, file: str | None = None) -> list[dict[str, Any]]:
+        """The quarantine history, oldest first: ``id, at, action, skill, model, trial, data``
+        (decoded); with ``file``, only the rows about that quarantine file (``data.file``)."""
+        sql = "SELECT id, at, action, skill, model, trial, data FROM quarantine_history"
+        params: tuple[Any, ...] = ()
+        if file is not None:
+            # the text json.dumps wrote, found as is (SQLite's json_extract refuses the NaN a
+            # user may have typed in an entry); each row found is checked once decoded
+            sql += " WHERE instr(data, ?) > 0"
+            params = (json.dumps({"file": file})[1:-1],)
+        keys = ("id", "at", "action", "skill", "model", "trial")
+        out = []
+        for row in self._db.execute(sql + " ORDER BY id", params):
+            item = dict(zip(keys, row[:-1]))
+            item["data"] = self._json(row[-1])
+            if file is None or (isinstance(item["data"], dict) and item["data"].get("file") == file):
+                out.append(item)
+        return out
+
+    # -- appeals --------------------------------------------------------------
+
+    def skill_verdicts(self, skill: str) -> list[dict[str, Any]]:
+        """Every verdict on ``skill`` (any model), newest first."""
+        return self._verdict_rows("WHERE v.skill = ? ORDER BY v.id DESC", (skill,))
+
+    def appeal_trials(self) -> set[str]:
+        """The sessions that tried appeal drafts not applied (their verdicts are about drafts, not
+        the library; an applied draft's verdict is the skill's current one, until an undo)."""
+        rows = self._db.execute("SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
+                                "AND status != 'applied'")
+        return {r[0] for r in rows}
+
+    def record_appeal(self, *, skill: str, model: str, verdict_id: int, verdict_trial: str,
+                      skill_md: str, original: bytes, draft: bytes, diff: str, decision: str,
+                      reason: str, draft_trial: str | None, draft_verdict: str | None,
+                      data: dict[str, Any]) -> int:
+        """Store one appeal; returns its id."""
+        import hashlib
+
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO appeals(skill, model, verdict_id, verdict_trial, skill_md, "
+                "original_sha256, original, draft_sha256, draft, diff, decision, reason, "
+                "draft_trial, draft_verdict, status, created_at, data) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (skill, model, verdict_id, verdict_trial, skill_md,
+                 hashlib.sha256(original).hexdigest(), original, hashlib.sha256(draft).hexdigest(),
+                 draft, diff, decision, reason, draft_trial, draft_verdict, "new", utc_now(),
+                 json.dumps(data, ensure_ascii=False)))
+            return int(cur.lastrowid or 0)
+
+    _APPEAL_COLS = ("id", "skill", "model", "verdict_id", "verdict_trial", "skill_md",
+                    "original_sha256", "original", "draft_sha256", "draft", "diff", "decision",
+                    "reason", "draft_trial", "draft_verdict", "status", "created_at", "applied_at",
+                    "undone_at", "data")
+
+    def _appeal_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        rows = self._db.execute(f"SELECT {', '.join(self._APPEAL_COLS)} FROM appeals {tail}", params)
+        out = []
+        for row in rows:
+            item = dict(zip(self._APPEAL_COLS, row))
+            item["original"] = bytes(item["original"])
+            item["draft"] = bytes(item["draft"])
+            item["data"] = self._json(item["data"])
+            out.append(item)
+        return out
+
+    def appeal(self, appeal_id: int) -> dict[str, Any] | None:
+        """The appeal with this id (bytes as ``bytes``, ``data`` decoded), or None."""
+        rows = self._appeal_rows("WHERE id = ?", (appeal_id,))
+        return rows[0] if rows else None
+
+    def all_appeals(self) -> list[dict[str, Any]]:
+        """Every appeal, oldest first."""
+        return self._appeal_rows("ORDER BY id", ())
+
+    def skill_appeals(self, skill: str) -> list[dict[str, Any]]:
+        """Every appeal of ``skill`` (any model), newest first."""
+        return self._appeal_rows("WHERE skill = ? ORDER BY id DESC", (skill,))
+
+    def set_appeal_status(self, appeal_id: int, status: str, *,
+                          data: dict[str, Any] | None = None) -> None:
+        """Mark an appeal ``applied`` or ``undone`` (with the time), optionally replacing its data."""
+        column = {"applied": "applied_at", "undone": "undone_at"}.get(status)
+        if column is None:
+            raise ValueError(f"appeal status: expected 'applied' or 'undone', got {status!r}")
+        with self._write() as db:
+            db.execute(f"UPDATE appeals SET status = ?, {column} = ? WHERE id = ?",
+                       (status, utc_now(), appeal_id))
+            if data is not None:
+                db.execute("UPDATE appeals SET data = ? WHERE id = ?",
+                           (json.dumps(data, ensure_ascii=False), appeal_id))
+
+    # -- pruning --------------------------------------------------------------
+
+    def prune(self, *, keep: int | None = None, before: str | None = None,
+              protect: dict[str, list[str]] | None = None, dry_run: bool = False) -> Pruned:
+        """Remove old trials (``skill-court prune``, README "Store, cache and budget").
+
+        A trial goes when it is not among the ``keep`` newest and (when given) it
+        started before the day ``before`` (``YYYY-MM-DD``); with only one of the
+        two, that one decides.  Never removed: the trial of the newest verdict of
+        each skill (and suite) on each model, a trial an appeal was made against or
+        tried its draft in, and those in ``protect`` (trial -> why, e.g. a
+        quarantine entry).  With a trial go its verdicts and its list of runs;
+        runs no kept trial lists, and the judgments of those runs, go too (causes
+        and the quarantine history stay: small, and the history is a record).  One
+        transaction, then ``VACUUM`` so the file shrinks.
+        """
+        if keep is None and before is None:
+            raise ValueError("prune: give keep or before")
+        # newest first: started_at is to the second, and two sessions may start in
+        # the same one (a trial id's random tail does not order them); the row
+        # recorded later is the later start
+        trials = [(r[0], r[1]) for r in self._db.execute(
+            "SELECT trial, started_at FROM trials ORDER BY started_at DESC, rowid DESC")]
+        why: dict[str, list[str]] = {t: list(r) for t, r in (protect or {}).items()}
+        for by in ("skill", "suite"):
+            for v in self.latest_verdicts(by=by):
+                why.setdefault(v["trial"], [])
+                reason = f"newest verdict of {v['skill']} on {v['model']}"
+                if reason not in why[v["trial"]]:
+                    why[v["trial"]].append(reason)
+        for a in self.all_appeals():
+            why.setdefault(a["verdict_trial"], []).append(f"appeal {a['id']} of {a['skill']} (its verdict)")
+            if a["draft_trial"]:
+                why.setdefault(a["draft_trial"], []).append(f"appeal {a['id']} of {a['skill']} (its draft's trial)")
+        old = {t for i, (t, started) in enumerate(trials)
+               if (keep is None or i >= keep) and (before is None or (started or "") < before)}
+        oldest_first = [t for t, _ in reversed(trials)]
+        removed = [t for t in oldest_first if t in old and t not in why]
+        kept = {t: why[t] for t in oldest_first if t in old and t in why}
+        size = self.path.stat().st_size if self.path.exists() else 0
+        result = Pruned(removed=removed, protected=kept, bytes_before=size, bytes_after=size)
+        if dry_run or not removed:
+            return result
+        marks = ",".join("?" * len(removed))
+        with self._write_with_marks() as db:
+            for table in ("trial_runs", "ended", "verdicts", "trials"):
+                result.rows[table] = db.execute(f"DELETE FROM {table} WHERE trial IN ({marks})", removed).rowcount
+            gone = "run_id NOT IN (SELECT run_id FROM trial_runs)"
+            result.rows["judgments"] = db.execute(
+                f"DELETE FROM judgments WHERE with_run IN (SELECT run_id FROM runs WHERE {gone}) "
+                f"OR without_run IN (SELECT run_id FROM runs WHERE {gone})").rowcount
+            result.rows["runs"] = db.execute(f"DELETE FROM runs WHERE {gone}").rowcount
+            # verdicts by their evidence: a cache, decided again by the next session that needs one
+            result.rows["decided"] = db.execute("DELETE FROM decided").rowcount
+        self._db.execute("VACUUM")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        result.bytes_after = self.path.stat().st_size
+        return result
+
+
+@dataclass
+class Pruned:
+    """What :meth:`Store.prune` removed (or, with ``dry_run``, would remove)."""
+
+    removed: list[str]
+    #: old trials kept, each with why
+    protected: dict[str, list[str]]
+    bytes_before: int
+    bytes_after: int
+    #: table -> rows deleted
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"removed": self.removed, "protected": self.protected, "rows": self.rows,
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}

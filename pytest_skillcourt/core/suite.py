@@ -1,0 +1,370 @@
+"""Suite files: one YAML file naming a skill and its replay tasks (README "Writing suites").
+
+Parsing is strict: unknown keys are errors (a typo must never silently drop a
+check), and every error names the file, the line where YAML gives one, the
+field, what was expected and what came.
+
+What the user wrote is what is used: a task id or a file name that YAML would
+read as a number (``1.10``, ``0x1F``), a boolean or a date is taken as its
+text in the file, never as the value YAML makes of it (``1.1``, ``31``).
+YAML is read by ``safe_yaml`` (aliases and nesting bounded before anything is
+expanded).  Fixture folders are read by ``trees.tree_files``: links inside
+the fixture folder are followed, links out of it are refused at parse time,
+and operating-system litter (``.DS_Store`` ...) is left out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import hashlib
+import json
+import math
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from pytest_skillcourt.core import safe_yaml
+from pytest_skillcourt.core.trees import TreeError, is_executable, tree_files
+
+SUITE_KEYS = ("skill", "image", "timeout", "reps", "setup", "tasks")
+TASK_KEYS = ("id", "prompt", "files", "fixtures", "check")
+TASK_ID = re.compile(r"[A-Za-z0-9_.-]+")
+#: Names that would collide with the verdict item of the same file.
+RESERVED_IDS = frozenset({"verdict"})
+#: Fixture folders above this size are refused: they are copied into every run.
+FIXTURE_LIMIT_BYTES = 50 * 1024 * 1024
+
+
+class SuiteError(Exception):
+    """A suite file is not valid.  ``str()`` is the whole readable message."""
+
+    def __init__(self, path: Path, message: str, *, line: int | None = None, field: str | None = None):
+        self.path = Path(path)
+        self.line = line
+        self.field = field
+        where = f"{self.path}:{line}" if line else str(self.path)
+        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One replay task."""
+
+    id: str
+    prompt: str
+    files: tuple[tuple[str, str], ...] = ()  # (path relative to /workspace, text)
+    fixtures: Path | None = None  # absolute folder, copied into /workspace
+    check: str | None = None
+    line: int | None = None
+
+    def workspace_files(self) -> dict[str, bytes]:
+        """Files to place under /workspace: fixtures first, then ``files`` (which win).
+
+        Raises:
+            TreeError: the fixture folder changed since parsing into something refused.
+        """
+        out: dict[str, bytes] = {}
+        if self.fixtures is not None:
+            for rel, full in tree_files(self.fixtures, where="the fixture folder"):
+                out[rel] = full.read_bytes()
+        for rel, text in self.files:
+            out[rel] = text.encode("utf-8")
+        return out
+
+    def workspace_executables(self) -> frozenset[str]:
+        """The fixture files of :meth:`workspace_files` with their run bit set (relative
+        paths; a ``files:`` entry is text and replaces a fixture of its path)."""
+        if self.fixtures is None:
+            return frozenset()
+        inline = {rel for rel, _ in self.files}
+        return frozenset(rel for rel, full in tree_files(self.fixtures, where="the fixture folder")
+                         if rel not in inline and is_executable(full))
+
+    def content_hash(self, setup: str | None) -> str:
+        """Everything of the task that can change a run: part of the cache key.  A task
+        without a fixture folder is all in this object: hashed once per setup (each of its
+        runs asks); a fixture folder is read again every time (it may have changed)."""
+        if self.fixtures is None:
+            return _inline_content_hash(self, setup)
+        return self._content_hash(setup)
+
+    def _content_hash(self, setup: str | None) -> str:
+        digest = hashlib.sha256()
+        digest.update(json.dumps([self.prompt, self.check, setup], sort_keys=True).encode())
+        for rel, data in sorted(self.workspace_files().items()):
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        for rel in sorted(self.workspace_executables()):  # a fixture script's run bit changes the run
+            digest.update(b"\0x\0" + rel.encode())
+        return digest.hexdigest()
+
+
+@lru_cache(maxsize=65_536)
+def _inline_content_hash(task: Task, setup: str | None) -> str:
+    return task._content_hash(setup)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A parsed suite file."""
+
+    path: Path
+    skill: str
+    tasks: tuple[Task, ...]
+    image: str | None = None
+    timeout: float | None = None
+    reps: int | None = None
+    setup: str | None = None
+
+    @property
+    def hash(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(json.dumps([self.skill, self.image, self.timeout, self.reps, self.setup],
+                                 sort_keys=True).encode())
+        for task in self.tasks:
+            digest.update(task.id.encode() + b"\0" + task.content_hash(self.setup).encode())
+        return "sha256:" + digest.hexdigest()
+
+
+def _node_for(node: Any, key: str | int) -> Any:
+    if isinstance(node, yaml.MappingNode) and isinstance(key, str):
+        for knode, vnode in reversed(node.value):  # YAML: the last of a repeated key wins
+            if getattr(knode, "value", None) == key:
+                return vnode
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]
+    return None
+
+
+def _line_of(root: Any, *path: str | int) -> int | None:
+    node = root
+    for key in path:
+        nxt = _node_for(node, key)
+        if nxt is None:
+            break
+        node = nxt
+    mark = getattr(node, "start_mark", None)
+    return mark.line + 1 if mark is not None else None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    kind = {dict: "a mapping", list: "a list", str: "text", bool: "true/false",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    shown = json.dumps(value, default=str)
+    return f"{kind} {shown[:60]}{'...' if len(shown) > 60 else ''}"
+
+
+def _unknown_keys(data: dict[str, Any], allowed: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+            out.append((str(key), hint))
+    return out
+
+
+def _source_text(node: Any, value: Any) -> Any:
+    """``value`` as the user wrote it: a scalar YAML made into a number, a
+    boolean or a date is its text in the file (``1.10`` stays ``"1.10"``)."""
+    if isinstance(node, yaml.ScalarNode) and isinstance(value, (int, float, datetime.date)):
+        return node.value  # bool is an int
+    return value
+
+
+def _value_of(node: Any) -> Any:
+    """The Python value of one composed node (already checked by ``safe_yaml``)."""
+    return SafeConstructor().construct_object(node, deep=True)
+
+
+def load_suite(path: Path, skill_names: Collection[str] | None = None,
+               broken: Mapping[str, str] | None = None) -> Suite:
+    """Parse and validate one suite file.
+
+    ``skill_names``: the library's skills; ``None`` skips that check.
+    ``broken``: skills left out of the library, with why (``Library.broken()``);
+    a suite of one of them fails with that reason.
+
+    Raises:
+        SuiteError: anything wrong, with file, line, field and the fix.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SuiteError(path, f"cannot be read as UTF-8 text ({err})") from err
+    try:
+        root, data = safe_yaml.load(text)
+    except safe_yaml.YamlLimitError as err:
+        line = err.problem_mark.line + 1 if err.problem_mark else None
+        raise SuiteError(path, f"is refused: {err.problem}", line=line) from err
+    except yaml.MarkedYAMLError as err:
+        line = err.problem_mark.line + 1 if err.problem_mark else None
+        raise SuiteError(path, f"is not valid YAML: {err.problem}", line=line) from err
+    except yaml.YAMLError as err:
+        raise SuiteError(path, f"is not valid YAML: {err}") from err
+    except ValueError as err:  # a value YAML cannot make, such as the date 2024-13-45
+        raise SuiteError(path, f"is not valid YAML: {err}; quote the value to keep it as text") from err
+
+    def fail(message: str, *where: str | int, field: str | None = None) -> SuiteError:
+        return SuiteError(path, message, line=_line_of(root, *where) if root else None,
+                          field=field)
+
+    if not isinstance(data, dict):
+        raise fail(f"expected a mapping with keys 'skill' and 'tasks', got {_describe(data)}")
+    for key, hint in _unknown_keys(data, SUITE_KEYS):
+        raise fail(f"unknown key; {hint}", key, field=key)
+
+    skill = data.get("skill")
+    if not isinstance(skill, str) or not skill.strip():
+        raise fail(f"expected the name of a skill in the library, got {_describe(skill)}",
+                   "skill", field="skill")
+    skill = skill.strip()
+    if broken and skill in broken:
+        raise fail(f"the skill {skill!r} is left out of the library: {broken[skill]}",
+                   "skill", field="skill")
+    if skill_names is not None and skill not in skill_names:
+        names = sorted(skill_names) if isinstance(skill_names, (set, frozenset)) else list(skill_names)
+        close = difflib.get_close_matches(skill, names, n=1)
+        known = f"did you mean {close[0]!r}?" if close else (
+            f"known skills: {', '.join(names)}" if names else "the library is empty")
+        raise fail(f"no skill named {skill!r} in the library; {known}", "skill", field="skill")
+
+    image = data.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise fail(f"expected an image name such as python:3.12-slim, got {_describe(image)}",
+                   "image", field="image")
+    timeout = data.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise fail(f"expected a positive number of seconds, got {_describe(timeout)}",
+                   "timeout", field="timeout")
+    reps = data.get("reps")
+    if reps is not None and (isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= 100):
+        raise fail(f"expected a whole number from 1 to 100, got {_describe(reps)}", "reps", field="reps")
+    setup = data.get("setup")
+    if setup is not None and not isinstance(setup, str):
+        raise fail(f"expected shell text, got {_describe(setup)}", "setup", field="setup")
+
+    raw_tasks = data.get("tasks")
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise fail(f"expected a non-empty list of tasks, got {_describe(raw_tasks)}",
+                   "tasks", field="tasks")
+    tasks: list[Task] = []
+    seen: dict[str, int | None] = {}
+    for i, raw in enumerate(raw_tasks):
+        tasks.append(_parse_task(path, root, i, raw, seen, fail))
+    return Suite(path=path, skill=skill, tasks=tuple(tasks), image=image,
+                 timeout=float(timeout) if timeout is not None else None,
+                 reps=reps, setup=setup)
+
+
+def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | None], fail: Any) -> Task:
+    where: tuple[str | int, ...] = ("tasks", i)
+    label = f"tasks[{i}]"
+    if not isinstance(raw, dict):
+        raise fail(f"expected a mapping with 'id' and 'prompt', got {_describe(raw)}", *where, field=label)
+    for key, hint in _unknown_keys(raw, TASK_KEYS):
+        raise fail(f"unknown key; {hint}", *where, key, field=f"{label}.{key}")
+    task_id = _source_text(_node_for(_node_for(_node_for(root, "tasks"), i), "id"), raw.get("id"))
+    if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
+        raise fail(f"expected an id of letters, digits, '_', '.', '-', got {_describe(task_id)}",
+                   *where, "id", field=f"{label}.id")
+    if not task_id.strip("."):
+        raise fail(f"the id {task_id!r} is only dots, which names a folder, not a task; "
+                   "use a letter or a digit", *where, "id", field=f"{label}.id")
+    if task_id in RESERVED_IDS:
+        raise fail(f"the id {task_id!r} is reserved for the verdict item; choose another",
+                   *where, "id", field=f"{label}.id")
+    line = _line_of(root, *where)
+    if task_id in seen:
+        raise fail(f"duplicate id {task_id!r} (first used at line {seen[task_id]}); ids must be unique in a file",
+                   *where, "id", field=f"{label}.id")
+    seen[task_id] = line
+    label = f"tasks[{task_id}]"
+    prompt = raw.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise fail(f"expected the user's request as non-empty text, got {_describe(prompt)}",
+                   *where, "prompt", field=f"{label}.prompt")
+    files = raw.get("files") or {}
+    if not isinstance(files, dict):
+        raise fail(f"expected a mapping of path under /workspace to text, got {_describe(files)}",
+                   *where, "files", field=f"{label}.files")
+    files_node = _node_for(_node_for(_node_for(root, "tasks"), i), "files")
+    pairs: list[tuple[Any, Any]] = (
+        [(_source_text(k, _value_of(k)), _value_of(v)) for k, v in files_node.value]
+        if isinstance(files_node, yaml.MappingNode) else list(files.items()))
+    written: dict[str, str] = {}  # normalised path -> as written
+    clean: dict[str, str] = {}
+    for rel, content in pairs:
+        rel_s = str(rel)
+        norm = PurePosixPath(rel_s)
+        if (norm.is_absolute() or ".." in norm.parts or not rel_s.strip() or rel_s.endswith("/")
+                or not norm.parts or "\0" in rel_s):
+            raise fail(f"file path {rel_s!r} must be relative and stay under /workspace "
+                       "(a file name, such as data/sales.csv)", *where, "files", field=f"{label}.files")
+        if not isinstance(content, str):
+            raise fail(f"file {rel_s!r}: expected text content, got {_describe(content)}",
+                       *where, "files", rel_s, field=f"{label}.files")
+        key = norm.as_posix()
+        if key in written and written[key] != rel_s:
+            raise fail(f"file paths {written[key]!r} and {rel_s!r} name the same file {key!r}; "
+                       "keep one", *where, "files", rel_s, field=f"{label}.files")
+        written[key] = rel_s
+        clean[key] = content  # a repeated key: the last wins, as YAML reads it
+    clean_files = list(clean.items())
+    fixtures = raw.get("fixtures")
+    fixture_dir = None
+    fixture_files: list[tuple[str, Path]] = []
+    if fixtures is not None:
+        if not isinstance(fixtures, str) or not fixtures.strip():
+            raise fail(f"expected a folder path relative to the suite file, got {_describe(fixtures)}",
+                       *where, "fixtures", field=f"{label}.fixtures")
+        base = path.parent.resolve()
+        fixture_dir = (base / fixtures).resolve()
+        if base != fixture_dir and base not in fixture_dir.parents:
+            raise fail(f"fixture folder {fixtures!r} escapes the suite folder {base}; keep fixtures beside the suite",
+                       *where, "fixtures", field=f"{label}.fixtures")
+        if not fixture_dir.is_dir():
+            raise fail(f"fixture folder {fixtures!r} does not exist (looked for {fixture_dir})",
+                       *where, "fixtures", field=f"{label}.fixtures")
+        try:
+            fixture_files = tree_files(fixture_dir, where="the fixture folder")
+            total = sum(full.stat().st_size for _, full in fixture_files)
+        except (TreeError, OSError) as err:
+            raise fail(f"fixture folder {fixtures!r}: {err}", *where, "fixtures",
+                       field=f"{label}.fixtures") from err
+        if total > FIXTURE_LIMIT_BYTES:
+            raise fail(f"fixture folder {fixtures!r} holds {total} bytes, over the "
+                       f"{FIXTURE_LIMIT_BYTES} limit", *where, "fixtures", field=f"{label}.fixtures")
+    _refuse_file_folder_clash(
+        [(rel, f"files: {written[rel]!r}") for rel in clean]
+        + [(rel, f"fixture file {fixtures}/{rel}") for rel, _ in fixture_files if rel not in clean],
+        lambda message: fail(message, *where, "files" if clean else "fixtures",
+                             field=f"{label}.{'files' if clean else 'fixtures'}"))
+    check = raw.get("check")
+    if check is not None and (not isinstance(check, str) or not check.strip()):
+        raise fail(f"expected a shell command (exit 0 = pass), got {_describe(check)}",
+                   *where, "check", field=f"{label}.check")
+    return Task(id=task_id, prompt=prompt, files=tuple(clean_files), fixtures=fixture_dir,
+                check=check.strip() if isinstance(check, str) else None, line=line)
+
+
+def _refuse_file_folder_clash(paths: list[tuple[str, str]], fail: Any) -> None:
+    """Refuse a workspace path that is a file and also a folder of another path."""
+    known = dict(paths)
+    for rel, what in sorted(paths):
+        parts = rel.split("/")
+        for cut in range(1, len(parts)):
+            folder = "/".join(parts[:cut])
+            if folder in known:
+                raise fail(f"{known[folder]} is a file, but {what} needs {folder!r} to be a "
+                           "folder; rename one of them")
