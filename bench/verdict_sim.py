@@ -1,4 +1,4 @@
-"""Simulation benchmark of the verdict engine (pytest_skillcourt.verdict).
+"""Simulation benchmark of the verdict engine (pytest_skillcourt.stats.verdict).
 
     python bench/verdict_sim.py [--trials N] [--quick] [--workers W]
     python bench/verdict_sim.py --calibrate [--write]
