@@ -99,6 +99,8 @@ SOCKET_MODE = 0o666
 FORWARDER_FAILED = 90
 #: Seconds the forwarder may take to listen.
 FORWARDER_START_S = 20
+#: Seconds between two looks at whether the forwarder listens.
+FORWARDER_POLL_S = 0.01
 #: Seconds the exec may run past the agent's own timeout (forwarder start, kill grace).
 EXEC_SLACK_S = FORWARDER_START_S + 15
 #: Where the run's exec keeps its own files (outside /workspace and /root: never captured).
@@ -339,23 +341,33 @@ class AgentRun:
 
 
 def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: str) -> str:
-    """The exec: start the forwarder, wait until it listens, run the agent under ``timeout -k``."""
+    """The exec: start the forwarder, wait until it listens, run the agent under ``timeout -k``.
+
+    The wait looks for the forwarder's ``ready`` line with the shell's own ``read``
+    (any line of its log: a warning may come first) every :data:`FORWARDER_POLL_S`
+    (it listens some 25 ms after it starts), so a turn costs one ``sleep``, never a
+    ``grep``."""
     log = f"{RUN_DIR}/forwarder.log"
     return "\n".join([
         f"mkdir -p {RUN_DIR}",
         f"{shlex.join(forwarder)} >{log} 2>&1 &",
         "fwd=$!",
+        "listens() {",
+        f"  [ -f {log} ] || return 1",
+        "  while IFS= read -r line; do case $line in ready*) return 0 ;; esac; done <" + log,
+        "  return 1",
+        "}",
         "n=0",
-        f"until grep -q '^ready' {log} 2>/dev/null; do",
+        "until listens; do",
         "  if ! kill -0 $fwd 2>/dev/null; then",
         f"    echo \"skill-court: the gateway forwarder did not start: $(cat {log})\" >&2; exit {FORWARDER_FAILED}",
         "  fi",
         "  n=$((n+1))",
-        f"  if [ $n -gt {FORWARDER_START_S * 20} ]; then",
+        f"  if [ $n -gt {round(FORWARDER_START_S / FORWARDER_POLL_S)} ]; then",
         f"    echo 'skill-court: the gateway forwarder did not listen within {FORWARDER_START_S} s' >&2",
         f"    kill $fwd; exit {FORWARDER_FAILED}",
         "  fi",
-        "  sleep 0.05 2>/dev/null || sleep 1",
+        f"  sleep {FORWARDER_POLL_S} 2>/dev/null || sleep 1",
         "done",
         f"timeout -k 5 {max(1, math.ceil(timeout))} {shlex.join(agent)} <{shlex.quote(stdin_path)}",
         "code=$?",
