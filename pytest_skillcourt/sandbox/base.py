@@ -266,6 +266,21 @@ class Sandbox(abc.ABC):
             SandboxError: the files could not be written.
         """
 
+    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
+        """``write_files``, which a backend whose every write is a round trip (Docker)
+        may hold back and make together with the next ``write_files`` (one archive
+        for both), or make before the next ``exec``, ``read_file`` or
+        ``stop_and_copy_workspace``: the files are there for whatever runs next.
+
+        A failure may then come from that later call, as a ``SandboxError`` that is
+        never ``PathRefused`` (the held files are not that call's own).  This
+        fallback writes at once.
+
+        Raises:
+            PathRefused, SandboxError: as ``write_files`` (when written at once).
+        """
+        self.write_files(files, executable=executable)
+
     @abc.abstractmethod
     def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:
         """Return the bytes of one regular file, at most ``limit`` of them.

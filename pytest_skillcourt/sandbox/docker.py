@@ -292,6 +292,11 @@ class DockerSandbox(Sandbox):
         self._api = client().api
         self._closed = False
         self._close_lock = threading.Lock()
+        #: Files queued by ``write_files_later`` (path -> bytes) and which of them are executable.
+        self._pending: dict[str, bytes] = {}
+        self._pending_exec: set[str] = set()
+        #: The kill that ``stop_and_copy_workspace`` left running.
+        self._stopping: threading.Thread | None = None
         self.id: str | None = None
         hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_.")[:40]
         self.name = NAME_PREFIX + (hint + "-" if hint else "") + secrets.token_hex(6)
@@ -383,6 +388,7 @@ class DockerSandbox(Sandbox):
                 "sh", "-c", 'exec <"$1" && rm -f "$1" && exec timeout -k 5 "$2" sh -c "$3"',
                 "sh", path, seconds, command,
             ]
+        self._flush_pending()  # queued files not written with the stdin above
         exec_env = {**(env or {})}
         api = _get_client("exec").api
         started = time.monotonic()
@@ -463,12 +469,25 @@ class DockerSandbox(Sandbox):
 
     def write_files(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
                     dirs: Collection[str] = ()) -> None:
-        import docker.errors
-
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: write after close")
+        if self._pending:  # one archive for the queued files and these
+            queued, queued_exec = self._pending, self._pending_exec
+            merged = {**queued, **files}
+            merged_exec = (queued_exec - set(files)) | {p for p in files if p in executable}
+            try:
+                self._put(merged, merged_exec, dirs)
+                self._pending, self._pending_exec = {}, set()
+                return
+            except SandboxError:  # say whose write failed: the queued files alone first
+                self._flush_pending()
         if not files and not dirs:
             return
+        self._put(files, executable, dirs)
+
+    def _put(self, files: Mapping[str, bytes], executable: Collection[str], dirs: Collection[str]) -> None:
+        import docker.errors
+
         data = tar_of_files(files, executable=executable, dirs=dirs)
         try:
             ok = self._api.put_archive(self.id, "/", data)
@@ -496,29 +515,81 @@ class DockerSandbox(Sandbox):
         # or special file in the container's own view.
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: read after close")
+        self._flush_pending()
         return read_via_exec(self, path, limit, f"docker sandbox {self.name}")
 
     def stop_and_copy_workspace(self) -> WorkspaceCopy:
-        """Kill the container (its init and every process in it go), then read
-        ``/workspace`` through the engine's archive API: no tool of the container
-        runs, and the stream is read no further than the check room's limit."""
+        """Freeze every process of the container (``pause``: the cgroup freezer, so none
+        runs another instruction), read ``/workspace`` through the engine's archive API
+        (no tool of the container runs, and the stream is read no further than the
+        check room's limit), then kill the container on a thread of its own (``close``
+        waits for it): the copy does not wait for the engine to stop the container.
+        An engine that cannot pause (rootless on cgroup v1) kills it first instead."""
         import docker.errors
 
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: copy after close")
+        self._flush_pending()
+        frozen = True
         try:
-            self._api.kill(self.id)
-        except docker.errors.APIError as exc:
-            if "is not running" not in str(exc):
-                raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
+            self._api.pause(self.id)
+        except docker.errors.APIError:
+            frozen = False
+            self._kill()
         try:
-            self._api.wait(self.id, timeout=60)
             stream, _ = self._api.get_archive(self.id, WORKSPACE, chunk_size=64 * 1024)
             return from_tar(stream)
         except CopyFailed as exc:
             raise SandboxError(f"docker sandbox {self.name}: {exc}") from exc
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker sandbox {self.name}: cannot copy {WORKSPACE}: {exc}") from exc
+        finally:
+            if frozen:  # stopped for good, off the copy's path
+                self._stopping = threading.Thread(target=self._kill, args=(True,), name=f"kill-{self.name}",
+                                                  daemon=True)
+                self._stopping.start()
+
+    def _kill(self, quiet: bool = False) -> None:
+        """Kill the container and wait until it has stopped.
+
+        Raises:
+            SandboxError: the engine would not stop it (never when ``quiet``)."""
+        import docker.errors
+
+        try:
+            self._api.kill(self.id)
+            self._api.wait(self.id, timeout=60)
+        except docker.errors.APIError as exc:
+            if not quiet and "is not running" not in str(exc):
+                raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - quiet: close removes it anyway
+            if not quiet:
+                raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
+
+    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
+        """Queue ``files`` for the next ``write_files`` (one archive for both: each
+        ``put_archive`` is an engine round trip of its own), or for the next exec,
+        read or copy, whichever comes first."""
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: write after close")
+        self._pending.update(files)
+        self._pending_exec -= set(files)
+        self._pending_exec |= {p for p in files if p in executable}
+
+    def _flush_pending(self) -> None:
+        """Write the queued files now, alone.
+
+        Raises:
+            SandboxError: they could not be written (never ``PathRefused``: they are
+                the court's own, not the caller's)."""
+        if not self._pending:
+            return
+        files, executable = self._pending, self._pending_exec
+        self._pending, self._pending_exec = {}, set()
+        try:
+            self._put(files, executable, ())
+        except PathRefused as exc:
+            raise SandboxError(str(exc)) from exc
 
     def close(self) -> None:
         with self._close_lock:
@@ -528,6 +599,8 @@ class DockerSandbox(Sandbox):
         if self.id is None:
             _remove_gateway_dir(self.gateway_dir)
             return
+        if self._stopping is not None:
+            self._stopping.join(60)
         # Removal runs in a non-daemon thread: a Ctrl-C landing while we wait
         # interrupts the wait, not the removal, and the interpreter waits for
         # the thread before exiting.
