@@ -260,21 +260,24 @@ def load_suite(path: Path, skill_names: Collection[str] | None = None,
                    "tasks", field="tasks")
     tasks: list[Task] = []
     seen: dict[str, int | None] = {}
+    tasks_node = _node_for(root, "tasks")
     for i, raw in enumerate(raw_tasks):
-        tasks.append(_parse_task(path, root, i, raw, seen, fail))
+        tasks.append(_parse_task(path, root, i, raw, seen, fail, _node_for(tasks_node, i)))
     return Suite(path=path, skill=skill, tasks=tuple(tasks), image=image,
                  timeout=float(timeout) if timeout is not None else None,
                  reps=reps, setup=setup)
 
 
-def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | None], fail: Any) -> Task:
+def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | None], fail: Any,
+                node: Any) -> Task:
+    """Task ``i`` of the suite; ``node``: its YAML node, found once (``root``'s ``tasks[i]``)."""
     where: tuple[str | int, ...] = ("tasks", i)
     label = f"tasks[{i}]"
     if not isinstance(raw, dict):
         raise fail(f"expected a mapping with 'id' and 'prompt', got {_describe(raw)}", *where, field=label)
     for key, hint in _unknown_keys(raw, TASK_KEYS):
         raise fail(f"unknown key; {hint}", *where, key, field=f"{label}.{key}")
-    task_id = _source_text(_node_for(_node_for(_node_for(root, "tasks"), i), "id"), raw.get("id"))
+    task_id = _source_text(_node_for(node, "id"), raw.get("id"))
     if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
         raise fail(f"expected an id of letters, digits, '_', '.', '-', got {_describe(task_id)}",
                    *where, "id", field=f"{label}.id")
@@ -284,7 +287,7 @@ def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | N
     if task_id in RESERVED_IDS:
         raise fail(f"the id {task_id!r} is reserved for the verdict item; choose another",
                    *where, "id", field=f"{label}.id")
-    line = _line_of(root, *where)
+    line = node.start_mark.line + 1 if node is not None else _line_of(root, *where)
     if task_id in seen:
         raise fail(f"duplicate id {task_id!r} (first used at line {seen[task_id]}); ids must be unique in a file",
                    *where, "id", field=f"{label}.id")
@@ -298,7 +301,7 @@ def _parse_task(path: Path, root: Any, i: int, raw: Any, seen: dict[str, int | N
     if not isinstance(files, dict):
         raise fail(f"expected a mapping of path under /workspace to text, got {_describe(files)}",
                    *where, "files", field=f"{label}.files")
-    files_node = _node_for(_node_for(_node_for(root, "tasks"), i), "files")
+    files_node = _node_for(node, "files")
     pairs: list[tuple[Any, Any]] = (
         [(_source_text(k, _value_of(k)), _value_of(v)) for k, v in files_node.value]
         if isinstance(files_node, yaml.MappingNode) else list(files.items()))
