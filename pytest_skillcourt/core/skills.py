@@ -113,11 +113,13 @@ def _parse(content: str) -> tuple[dict[str, Any], str, Exception | None]:
     return (parsed if isinstance(parsed, dict) else {}), body, None
 
 
-def frontmatter_notes(text: str, skill_md: Path, folder_name: str) -> list[str]:
+def frontmatter_notes(text: str, skill_md: Path, folder_name: str,
+                      parsed: tuple[dict[str, Any], str, Exception | None] | None = None) -> list[str]:
     """What is wrong with ``SKILL.md``'s frontmatter that Hermes lets pass silently (it
     still loads the skill: no frontmatter or an unclosed one is none at all, bad YAML falls
     back to ``key: value`` lines, no ``name`` names it after its folder).  Each note names
-    the file, the line and the fix; an empty list when there is nothing to say."""
+    the file, the line and the fix; an empty list when there is nothing to say.
+    ``parsed``: ``_parse(text)`` when the caller has it already (the YAML is read once)."""
     content = text.removeprefix("\ufeff")
     if not content.startswith("---"):
         return [f"{skill_md}:1: no frontmatter: Hermes names the skill after its folder "
@@ -128,7 +130,7 @@ def frontmatter_notes(text: str, skill_md: Path, folder_name: str) -> list[str]:
         return [f"{skill_md}:1: the frontmatter opened on line 1 is never closed: Hermes reads "
                 "none of it; end it with a line holding only '---'"]
     notes: list[str] = []
-    front, _, err = _parse(content)
+    front, _, err = parsed if parsed is not None else _parse(content)
     if err is not None and not isinstance(err, safe_yaml.YamlLimitError):
         # where the bad construct began (an unclosed [ or {), else where parsing failed; the
         # YAML starts right after the opening "---", on that same line 1 of the file
@@ -254,15 +256,16 @@ def offered(front: Mapping[str, Any], tools: Collection[str], toolsets: Collecti
             and all(t in tools for t in cond["requires_tools"]))
 
 
-def _folder_files(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
-    """The skill folder's files (``trees.tree_files``, links kept inside ``root``).
+def _folder_files(folder: Path, root: Path | None, real_root: str | None = None) -> list[tuple[str, Path]]:
+    """The skill folder's files (``trees.tree_files``, links kept inside ``root``, whose
+    real path is ``real_root`` when the caller has it).
 
     Raises:
         LibraryError: the folder holds something refused (the message names it and the fix).
     """
     where = "the skill library" if root is not None else "the skill folder"
     try:
-        return tree_files(folder, root, where=where)
+        return tree_files(folder, root, where=where, real_boundary=real_root)
     except TreeError as err:
         raise LibraryError(str(err)) from err
 
@@ -647,15 +650,16 @@ def _category_descriptions(root: Path, files: Iterable[Path]) -> dict[str, str]:
 
 
 def _category(root: Path, folder: Path) -> str:
-    rel = (folder / "SKILL.md").relative_to(root).parts
+    rel = folder.parts[len(root.parts):] + ("SKILL.md",)  # (folder / "SKILL.md").relative_to(root).parts
     return "/".join(rel[:-2]) if len(rel) > 2 else (rel[0] if len(rel) == 2 else "general")
 
 
-def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Skill | SkillProblem:
-    """One skill, or why it is left out."""
+def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
+                real_root: str | None = None) -> Skill | SkillProblem:
+    """One skill, or why it is left out (``real_root``: the root's real path, when known)."""
     skill_md = folder / "SKILL.md"
     try:
-        files = _folder_files(folder, root)
+        files = _folder_files(folder, root, real_root)
         if "SKILL.md" not in {rel for rel, _ in files}:  # SKILL.md is litter-free, so a link to a folder
             raise LibraryError(f"{skill_md}: is not a file; make SKILL.md the skill's text file")
         data = [(rel, path.read_bytes()) for rel, path in files]
@@ -673,7 +677,8 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
         return SkillProblem(_name_of(folder), folder,
                             f"{skill_md}: cannot be read as UTF-8 text ({err}); save it as UTF-8 "
                             "(Hermes skips such a skill too)")
-    front, _, limit = _parse(text)
+    parsed = _parse(text)
+    front, _, limit = parsed
     name = str(front.get("name") or folder.name).strip()
     if has_controls(name):  # a name printed in every table must not carry ESC[2J or a bidi override
         return SkillProblem(plain(name), folder, f"{skill_md}: its name {name!r} holds control characters "
@@ -687,7 +692,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str]) -> Sk
                  description=str(front.get("description") or "").strip(),
                  hash=_digest(data, runnable), root=root, frontmatter=front,
                  category_description=descriptions.get(category, ""),
-                 notes=tuple(frontmatter_notes(text, skill_md, folder.name)))
+                 notes=tuple(frontmatter_notes(text, skill_md, folder.name, parsed)))
 
 
 def load_library(root: Path) -> Library:
@@ -712,9 +717,10 @@ def load_library(root: Path) -> Library:
     # strings), in which the first skill of a name wins and later ones are shadowed
     folders = sorted(_discover(root, description_files), key=lambda found: os.path.join(found[0], "SKILL.md"))
     descriptions = _category_descriptions(root, description_files)
+    real_root = os.path.realpath(root)
     for folder, outside in folders:
         entry = (SkillProblem(_name_of(folder), folder, outside) if outside
-                 else _read_skill(root, folder, descriptions))
+                 else _read_skill(root, folder, descriptions, real_root))
         first = found.get(entry.name)
         if first is not None and not (isinstance(first, SkillProblem) and isinstance(entry, Skill)):
             shadowed.append(Shadowed(entry.name, _entry_folder(first), _entry_folder(entry)))

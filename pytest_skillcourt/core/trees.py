@@ -65,18 +65,21 @@ def is_executable(path: Path) -> bool:
         return False
 
 
-def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the folder") -> list[tuple[str, Path]]:
+def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the folder",
+               real_boundary: str | None = None) -> list[tuple[str, Path]]:
     """Every file of ``folder`` as (path relative to it, POSIX; the path to read), sorted.
 
     ``boundary`` (default ``folder``) is where links may lead; ``where`` names
-    it in messages ("the skill library /x").
+    it in messages ("the skill library /x").  ``real_boundary``: ``os.path.realpath``
+    of the boundary when the caller has it (a library walks thousands of folders
+    within one boundary).
 
     Raises:
         TreeError: a link out of the boundary, a dangling link, a link loop,
             a special file, or more than ``ENTRY_LIMIT`` entries.
     """
     folder = Path(folder)
-    bound = os.path.realpath(boundary if boundary is not None else folder)
+    bound = real_boundary or os.path.realpath(boundary if boundary is not None else folder)
     out: list[tuple[str, Path]] = []
     visited = 0
     # (folder as reached, its path relative to ``folder``, real paths of it and its parents)
