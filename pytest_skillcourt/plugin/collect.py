@@ -30,7 +30,9 @@ from pytest_skillcourt.core.suite import Suite, SuiteError, Task
 
 
 #: The mark every court item carries (``-m skill_court``), made once: asking
-#: ``pytest.mark`` for it again per item was 2 ms per thousand items.
+#: ``pytest.mark`` for it again per item was 2 ms per thousand items.  It is set on the
+#: suite file, whose items inherit it (``iter_markers``, ``-m``, ``-k`` and the reports'
+#: keywords read a node's parents too): one mark per file, not one per item.
 SKILL_COURT_MARK = pytest.mark.skill_court
 
 
@@ -176,6 +178,7 @@ class SuiteFile(pytest.File):
     def __init__(self, *, court: Court, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.court = court
+        self.add_marker(SKILL_COURT_MARK)  # every item of the file inherits it
 
     def collect(self) -> Iterator[pytest.Item]:
         # Kept so that a plugin filtering the collected items (``--lf``) cannot
@@ -244,7 +247,6 @@ class RunItem(pytest.Item):
         self.run = run
         #: the run's context, key and cached record when the protocol looked them up first
         self.looked_up: tuple[Any, str, Any] | None = None
-        self.add_marker(SKILL_COURT_MARK)
 
     def runtest(self) -> None:
         self.court.run_item(self)
@@ -269,7 +271,6 @@ class RunsItem(pytest.Item):
         self.model = model
         self.suite_rel = suite_rel
         self.runs = runs
-        self.add_marker(SKILL_COURT_MARK)
 
     def runtest(self) -> None:
         self.court.run_batch(self)
@@ -292,7 +293,6 @@ class VerdictItem(pytest.Item):
         self.suite = suite
         self.model = model
         self.suite_rel = suite_rel
-        self.add_marker(SKILL_COURT_MARK)
 
     def runtest(self) -> None:  # only reached with --collect-only style runs; never scheduled
         raise SkillCourtError("verdict items are reported by the controller, not run")
@@ -309,7 +309,6 @@ class SuiteErrorItem(pytest.Item):
         super().__init__(**kwargs)
         self.message = message
         self.line = line
-        self.add_marker(SKILL_COURT_MARK)
 
     def runtest(self) -> None:
         raise SkillCourtError(self.message)
