@@ -142,6 +142,20 @@ _SPEND_SQL = "SELECT " + ", ".join(f"(SELECT COALESCE(SUM(cost_usd), 0) FROM {ta
 #: A run's use by a trial (``Store.record_run``).
 _MARK_SQL = ("INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, suite, task_id, arm, "
              "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)")
+#: A finished run (``Store.record_run``), its row from :func:`_run_row`.
+_RUN_SQL = ("INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, "
+            "status, outcome, cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def _run_row(record: RunRecord) -> tuple[Any, ...]:
+    return (record.run_id, record.cache_key, record.trial, record.skill, record.suite, record.task_id,
+            record.arm, record.rep, record.model, record.status,
+            None if record.outcome is None else int(record.outcome), record.cost_usd, int(record.priced),
+            record.input_tokens, record.output_tokens, int(record.cacheable), utc_now(),
+            valid_text(record.to_json()))
+
+
 #: SQL condition on ``trial``: not a session that tried an appeal draft, unless that
 #: draft was applied (then its verdict is the skill's current one, until an undo).
 _NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
@@ -490,16 +504,18 @@ class Store:
         with self._write_with_marks() as db:
             if not cached:
                 self._decoded.pop(record.run_id, None)  # replaced: read back as stored
-                db.execute(
-                    "INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, "
-                    "rep, model, status, outcome, cost_usd, priced, input_tokens, output_tokens, "
-                    "cacheable, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (record.run_id, record.cache_key, record.trial, record.skill, record.suite,
-                     record.task_id, record.arm, record.rep, record.model, record.status,
-                     None if record.outcome is None else int(record.outcome), record.cost_usd,
-                     int(record.priced), record.input_tokens, record.output_tokens,
-                     int(record.cacheable), utc_now(), valid_text(record.to_json())))
+                db.execute(_RUN_SQL, _run_row(record))
             db.execute(_MARK_SQL, mark)
+
+    def record_runs(self, records: Sequence[RunRecord], *, trial: str) -> None:
+        """:meth:`record_run` of each of these fresh runs, in one transaction (a bench fills
+        a store of tens of thousands of runs: ``bench/perf_bench.py``)."""
+        with self._write_with_marks() as db:
+            for record in records:
+                self._decoded.pop(record.run_id, None)
+            db.executemany(_RUN_SQL, [_run_row(record) for record in records])
+            db.executemany(_MARK_SQL, [(trial, r.run_id, r.skill, r.model, r.suite, r.task_id, r.arm, r.rep, 0)
+                                       for r in records])
 
     def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
         """The runs ``trial`` used (of one suite, of one model), in the order of the table's key."""
