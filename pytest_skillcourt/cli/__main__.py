@@ -1,6 +1,8 @@
-"""``python -m pytest_skillcourt.cli``: the ``skill-court`` command (the automatic runner
-and tests start it this way)."""
+"""``python -m pytest_skillcourt.cli``: the ``skill-court`` command (how the automatic
+trials' background runner starts, ``core/auto_queue.py``)."""
+
+import sys
 
 from pytest_skillcourt.cli import main
 
-main()
+sys.exit(main())

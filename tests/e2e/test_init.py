@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import cli
+from pytest_skillcourt.cli.parser import EXIT_USAGE
 from pytest_skillcourt.cli.scaffold import SKILL
 from tests.support.builders import INIT_ANSWERS, run_court
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
@@ -59,7 +60,7 @@ def test_init_writes_nothing_over_existing_files(tmp_path: Path, capsys: pytest.
     suite = tmp_path / "skills_tests" / f"{SKILL}.yaml"
     suite.parent.mkdir()
     suite.write_text("skill: mine\n")
-    assert cli.main(["init", str(tmp_path)]) == cli.EXIT_USAGE
+    assert cli.main(["init", str(tmp_path)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert f"already has skills_tests/{SKILL}.yaml; nothing was written" in err and "--force" in err
     assert not (tmp_path / "skills").exists() and not (tmp_path / "pytest.ini").exists()
@@ -70,9 +71,9 @@ def test_init_writes_nothing_over_existing_files(tmp_path: Path, capsys: pytest.
 
 def test_init_refuses_a_file_where_a_folder_must_go(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "skills").write_text("not a folder")
-    assert cli.main(["init", str(tmp_path)]) == cli.EXIT_USAGE
+    assert cli.main(["init", str(tmp_path)]) == EXIT_USAGE
     assert "skills: is a file, but init needs a folder there" in capsys.readouterr().err
-    assert cli.main(["init", str(tmp_path / "skills")]) == cli.EXIT_USAGE
+    assert cli.main(["init", str(tmp_path / "skills")]) == EXIT_USAGE
     assert "is a file, not a folder" in capsys.readouterr().err
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.cli import EXIT_GATE, main
+from pytest_skillcourt.cli import main
+from pytest_skillcourt.cli.parser import EXIT_GATE
 from pytest_skillcourt.core.store import Store
 from tests.support.builders import count_rows, ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply

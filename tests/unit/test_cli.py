@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_skillcourt import cli, hermes
+from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.cli import main
+from pytest_skillcourt.cli import parser as cli_parser
+from pytest_skillcourt.cli.paths import quarantine_path
 
 
 @pytest.fixture
@@ -77,7 +81,7 @@ def test_quarantine_list_release_round_trip(qfile: Path, capsys: pytest.CaptureF
 
 
 def test_release_of_what_is_not_there_exits_3(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--quarantine", str(qfile), "release", "ghost"]) == cli.EXIT_NO_MATCH == 3
+    assert main(["--quarantine", str(qfile), "release", "ghost"]) == cli_parser.EXIT_NO_MATCH == 3
     err = capsys.readouterr().err
     assert f"'ghost' is not quarantined in {qfile}; nothing was changed." in err
     assert "skill-court list" in err
@@ -147,15 +151,24 @@ def test_cleanup_calls_the_sandbox_cleanup(monkeypatch: pytest.MonkeyPatch, caps
     assert "removed docker:skillcourt-1" in out and "Removed 2 leftover sandboxes." in out
 
 
+def test_the_command_runs_as_a_module_with_its_exit_status(tmp_path: Path) -> None:
+    """``python -m pytest_skillcourt.cli`` (how ``core/auto_queue.py`` starts the background
+    runner) is ``skill-court``, exit status included."""
+    done = subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", "--quarantine", str(tmp_path / "q.json"),
+                           "release", "ghost"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == cli_parser.EXIT_NO_MATCH, done.stderr
+    assert "'ghost' is not quarantined" in done.stderr
+
+
 def test_a_new_subcommand_is_one_function_and_one_parser_block(monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "SUBCOMMANDS", dict(cli.SUBCOMMANDS))
+    monkeypatch.setattr(cli_parser, "SUBCOMMANDS", dict(cli_parser.SUBCOMMANDS))
 
     def cmd_hello(args: argparse.Namespace) -> int:
-        print(f"hello {args.who} from {cli.quarantine_path(args)}")
+        print(f"hello {args.who} from {quarantine_path(args)}")
         return 0
 
-    @cli.subcommand("hello")
+    @cli_parser.subcommand("hello")
     def _parser_hello(sub: Any, common: argparse.ArgumentParser) -> None:
         parser = sub.add_parser("hello", parents=[common], help="greet")
         parser.add_argument("who")
@@ -164,7 +177,7 @@ def test_a_new_subcommand_is_one_function_and_one_parser_block(monkeypatch: pyte
     assert main(["--quarantine", "/x/q.json", "hello", "you"]) == 0
     assert capsys.readouterr().out == "hello you from /x/q.json\n"
     with pytest.raises(ValueError, match="registered twice"):
-        cli.subcommand("hello")(_parser_hello)
+        cli_parser.subcommand("hello")(_parser_hello)
 
 
 class _Ctx:
@@ -199,7 +212,7 @@ def test_hermes_court_uses_the_same_commands_and_the_hermes_file(tmp_path: Path,
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
     top, court = hermes_court_parser()
     names = set(court._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
-    assert names == set(cli.SUBCOMMANDS)  # hermes court offers every command of skill-court
+    assert names == set(cli_parser.SUBCOMMANDS)  # hermes court offers every command of skill-court
     args = top.parse_args(["court", "quarantine", "sales", "--model", "m"])
     assert args.command == "court"  # our sub-commands never clobber Hermes' own dispatch field
     args.func(args)

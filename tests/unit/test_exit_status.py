@@ -1,4 +1,4 @@
-"""One exit-status scheme for every ``skill-court`` command (``cli.ExitStatus``), said once,
+"""One exit-status scheme for every ``skill-court`` command (``cli/parser.py``'s ``ExitStatus``), said once,
 in ``skill-court --help``; ``trial`` maps its pytest session's statuses onto it."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_skillcourt import cli
-from pytest_skillcourt.cli import (EPILOG, EXIT_MEANINGS, ExitStatus, exit_status_of, main, trial_exit_status)
+from pytest_skillcourt.cli import main, trial_cmd
+from pytest_skillcourt.cli.parser import (EPILOG, EXIT_GATE, EXIT_MEANINGS, EXIT_NO_MATCH, SUBCOMMANDS, ExitStatus,
+                                         build_parser, exit_status_of)
+from pytest_skillcourt.cli.trial_cmd import trial_exit_status
 from pytest_skillcourt.core.store import Store
 from pytest_skillcourt.engine.trial_run import (PYTEST_FAILED, PYTEST_INCOMPLETE, PYTEST_INTERNAL, PYTEST_INTERRUPTED,
                                          PYTEST_OK, PYTEST_USAGE, TrialRun)
@@ -27,7 +30,7 @@ def test_the_table_has_one_meaning_per_status_and_the_epilog_says_each() -> None
     for status, meaning in EXIT_MEANINGS.items():
         assert f"{int(status)} {' '.join(meaning.split())}" in text
     assert max(len(line) for line in EPILOG.splitlines()) <= 80
-    assert cli.EXIT_NO_MATCH == ExitStatus.NO_MATCH and cli.EXIT_GATE == ExitStatus.GATE
+    assert EXIT_NO_MATCH == ExitStatus.NO_MATCH and EXIT_GATE == ExitStatus.GATE
 
 
 def parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
@@ -44,8 +47,8 @@ def test_only_the_top_level_help_has_the_table(capsys: pytest.CaptureFixture[str
     assert main(["--help"]) == 0
     top = capsys.readouterr().out
     assert EPILOG.strip() in top
-    found = list(parsers(cli.build_parser()))
-    assert len(found) > len(cli.SUBCOMMANDS)  # nested ones too
+    found = list(parsers(build_parser()))
+    assert len(found) > len(SUBCOMMANDS)  # nested ones too
     for path, parser in found:
         text = parser.format_help()
         assert "exit status" not in text.lower(), path
@@ -118,11 +121,11 @@ def test_the_trial_command_exits_with_the_mapped_status_and_says_it_in_json(
     write_skill(skills, "house-format", "How we format totals")
     document = {"trial": "T1", "agent": "builtin", "sandbox": "local", "spend_usd": 0.0, "errors": [],
                 "quarantine": {"file": "q.json", "set": [], "lifted": []}, "verdicts": []}
-    monkeypatch.setattr(cli, "run_trial", lambda *a, **k: TrialRun(PYTEST_OK, document, log=tmp_path / "log",
+    monkeypatch.setattr(trial_cmd, "run_trial", lambda *a, **k: TrialRun(PYTEST_OK, document, log=tmp_path / "log",
                                                                     failed_runs=1))
     assert main(["trial", "house-format", "--skills", str(skills), "--model", "custom/m", "--json"]) == 4
     assert json.loads(capsys.readouterr().out)["exit_status"] == 4
-    monkeypatch.setattr(cli, "run_trial", lambda *a, **k: TrialRun(PYTEST_USAGE, None))
+    monkeypatch.setattr(trial_cmd, "run_trial", lambda *a, **k: TrialRun(PYTEST_USAGE, None))
     assert main(["trial", "house-format", "--skills", str(skills), "--model", "custom/m"]) == ExitStatus.USAGE
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt import cli, hermes
+from pytest_skillcourt import hermes
+from pytest_skillcourt.cli.parser import SUBCOMMANDS, build_parser
 from tests.support.builders import write_skill
 
 SKILL = "house-format"
@@ -51,10 +52,10 @@ def test_every_command_and_subcommand_is_offered(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
     _, court = hermes_court()
     commands = choices(court)
-    assert set(commands) == set(cli.SUBCOMMANDS) >= {"trial", "tasks", "list", "quarantine", "release", "report",
+    assert set(commands) == set(SUBCOMMANDS) >= {"trial", "tasks", "list", "quarantine", "release", "report",
                                                      "appeal", "merge", "cleanup"}
     assert set(choices(commands["tasks"])) == {"add", "list", "rm", "mine"}
-    mine_parser = choices(cli.build_parser())
+    mine_parser = choices(build_parser())
     for name in commands:
         # The same text but for the name and the quarantine default, the Hermes home's own.
         ours = commands[name].format_help().replace("usage: hermes court", "usage: skill-court")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt import cli
+from pytest_skillcourt.cli.appeal_cmd import _appeal_quarantine
 from pytest_skillcourt.core.layout import hermes_layout, hermes_model, quarantine_of_rootdir, repository_layout
 from tests.support.builders import write_skill
 
@@ -58,6 +59,6 @@ def test_an_appeal_lifts_the_quarantine_its_trial_wrote(tmp_path: Path, monkeypa
     assert quarantine_of_rootdir(hermes.rootdir) == hermes.quarantine == tmp_path / "home/plugin-data/skill-court/quarantine.json"
     assert quarantine_of_rootdir(repo.rootdir) == repo.quarantine == tmp_path / "proj/.skill-court/quarantine.json"
     args = argparse.Namespace(quarantine=None)
-    assert cli._appeal_quarantine(args, str(hermes.rootdir)) == hermes.quarantine
+    assert _appeal_quarantine(args, str(hermes.rootdir)) == hermes.quarantine
     given = argparse.Namespace(quarantine=str(tmp_path / "mine.json"))
-    assert cli._appeal_quarantine(given, str(hermes.rootdir)) == tmp_path / "mine.json"
+    assert _appeal_quarantine(given, str(hermes.rootdir)) == tmp_path / "mine.json"

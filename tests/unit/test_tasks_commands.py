@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from pytest_skillcourt import cli
+from pytest_skillcourt.cli.parser import build_parser
 from pytest_skillcourt.engine import mine
 from pytest_skillcourt.core.layout import hermes_layout, repository_layout
 from pytest_skillcourt.core.suite import load_suite
@@ -251,8 +252,8 @@ def test_mined_tasks_go_into_the_hand_suite(home: Path, capsys: pytest.CaptureFi
 
 
 def test_tasks_mine_defaults_to_the_library_suite_folder(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = cli.build_parser().parse_args(["tasks", "mine"])
+    args = build_parser().parse_args(["tasks", "mine"])
     assert args.out is None and args.hermes_home is None
     # --skills makes the repository's skills_tests/ the target, as for add/list/rm.
-    args = cli.build_parser().parse_args(["tasks", "mine", "--skills", "lib"])
+    args = build_parser().parse_args(["tasks", "mine", "--skills", "lib"])
     assert args.skills_dir == Path("lib") and args.skills == []
