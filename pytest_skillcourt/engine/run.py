@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.agent.runner import Runner, get_runner
@@ -90,23 +91,61 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
     )
     sandbox: Sandbox | None = None
     room: RoomAhead | None = None
+    teardown = _Teardown(run_id)
     try:
         sandbox = open_sandbox(ctx.backend, spec)
         if ctx.task.check:  # after the agent's sandbox, so as not to slow its start
             room = RoomAhead(ctx, run_id)
-        _run_in(sandbox, ctx, rec, runner, room)
+        _run_in(sandbox, ctx, rec, runner, room, teardown)
     except SandboxError as err:
         rec.status, rec.error = HARNESS_ERROR, f"sandbox failed: {err}"
     finally:
         rec.duration_s = round(time.monotonic() - start, 3)
-        if room is not None:
-            room.close()
+        closes = [room.close] if room is not None else []
         if sandbox is not None:
             if s.keep_sandboxes:
                 KEPT.keep(f"{ctx.suite_rel}::{ctx.task.id}::{ctx.rep}::{ctx.model.label}", sandbox)
             else:
-                sandbox.close()
+                closes.append(sandbox.close)
+        teardown.finish(closes)
     return rec
+
+
+class _Teardown:
+    """A run's sandboxes closed side by side: the agent's as soon as the run is done with
+    it (once its ``/workspace`` is copied, on a thread of its own while the check runs in
+    the room), the rest at the end (one on the run's thread, any other beside it).
+    ``finish`` returns when every one is closed: nothing of a run outlives ``execute_run``."""
+
+    def __init__(self, run_id: str) -> None:
+        self._name = f"{ROOM_THREAD}close-{run_id}"
+        self._threads: list[threading.Thread] = []
+        self._started: set[int] = set()
+
+    def _new(self, close: Callable[[], None]) -> bool:
+        key = id(getattr(close, "__self__", close))  # a sandbox's close, or a room's
+        if key in self._started:
+            return False
+        self._started.add(key)
+        return True
+
+    def soon(self, close: Callable[[], None]) -> None:
+        """Start ``close`` (a sandbox's or a room's: never raises) on a thread now."""
+        if self._new(close):
+            thread = threading.Thread(target=close, name=self._name)  # not a daemon: exit waits for it
+            thread.start()
+            self._threads.append(thread)
+
+    def finish(self, closes: list[Callable[[], None]]) -> None:
+        """Close what is not closing yet, the last of them on this thread, and wait for all."""
+        todo = [close for close in closes if self._new(close)]
+        for close in todo[:-1]:
+            self._started.discard(id(getattr(close, "__self__", close)))
+            self.soon(close)
+        if todo:
+            todo[-1]()
+        for thread in self._threads:
+            thread.join()
 
 
 def place_answer(sandbox: Sandbox, answer: str) -> None:
@@ -209,13 +248,15 @@ class RoomAhead:
         self._thread.join(ROOM_CLOSE_WAIT_S)
 
 
-#: The name of a check room's opening thread starts so (a benchmark tells them apart).
+#: The name of the threads a run starts beside its own (a check room's opening, the closing
+#: of its sandboxes) starts so (a benchmark tells them apart).
 ROOM_THREAD = "skill-court-room-"
 #: How long closing a room waits for its thread (still making it, or in its setup).
 ROOM_CLOSE_WAIT_S = 10.0
 
 
-def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: RoomAhead) -> None:
+def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: RoomAhead,
+                   teardown: _Teardown) -> None:
     """Run the task's check where the agent cannot have prepared it (docs/architecture.md,
     "The check room"): the agent's sandbox is stopped and its ``/workspace`` copied out
     without its tools, then a fresh sandbox of the same image, which got the suite's setup
@@ -231,10 +272,11 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: R
     except WorkspaceTooLarge as err:  # the run's doing: it is the run's outcome, not ours
         rec.status, rec.error = NO_OUTCOME, f"the check could not run: {err}"
         return
+    if not ctx.settings.keep_sandboxes:  # done with it: removed while the check runs
+        teardown.soon(agent_box.close)
     room = ahead.get()
     restore_workspace(room, copy, rec.answer)
     check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})
-    ahead.close()
     rec.check_exit = check.exit_code
     rec.check_output = (check.stdout + check.stderr)[-2000:]
     if check.timed_out:
@@ -261,7 +303,7 @@ def _prove_offer(ctx: RunContext, rec: RunRecord, runner: Runner) -> str | None:
 
 
 def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
-            room: RoomAhead | None) -> None:
+            room: RoomAhead | None, teardown: _Teardown) -> None:
     reach = in_reach(ctx)  # before the agent: what it could reach is what was placed
     if ctx.suite.setup:
         setup = sandbox.exec(ctx.suite.setup, timeout=min(SETUP_TIMEOUT, ctx.timeout))
@@ -272,7 +314,11 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
             return
     files = {f"/workspace/{rel}": data for rel, data in ctx.task.workspace_files().items()}
     if files:  # a fixture's scripts keep their run bits
-        sandbox.write_files(files, executable={f"/workspace/{rel}" for rel in ctx.task.workspace_executables()})
+        executable = {f"/workspace/{rel}" for rel in ctx.task.workspace_executables()}
+        if ctx.task.check:  # with the runner's own files, where a backend can (one round trip)
+            sandbox.write_files_later(files, executable=executable)
+        else:  # the judge's capture needs them written before ``mark_run_start``
+            sandbox.write_files(files, executable=executable)
     since = time.time()
     if not ctx.task.check:  # the judge will see changed files: keep the task's own inputs out
         since = mark_run_start()
@@ -299,7 +345,7 @@ def _run_in(sandbox: Sandbox, ctx: RunContext, rec: RunRecord, runner: Runner,
             rec.outcome, rec.outcome_source = False, "check"
             return
         assert room is not None
-        _check_in_room(sandbox, ctx, rec, room)
+        _check_in_room(sandbox, ctx, rec, room, teardown)
         return
     try:
         place_answer(sandbox, rec.answer)
