@@ -62,8 +62,11 @@ def compile_bytecode() -> None:
     process of a bench would compile the package's modules again, about 0.1 s each, three
     times in an ``-n 2`` session.  What the benches measure is the installed product."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "pytest_skillcourt")],
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, timeout=SESSION_TIMEOUT_S)
 
+
+#: Seconds any one session (or the bytecode's compilation) may take: a hang fails the bench.
+SESSION_TIMEOUT_S = 1800
 
 #: The pytest plugins a bench session loads: ours and xdist, not the environment's.
 PRODUCT_PLUGINS = ("pytest_skillcourt.plugin", "xdist.plugin")
@@ -92,7 +95,10 @@ def session(root: Path, workers: int, counter: BwrapCounter, server: LLMServer, 
     if not environment_plugins:
         only_product_plugins(argv, env)
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=SESSION_TIMEOUT_S)
+    except subprocess.TimeoutExpired as err:
+        sys.exit(f"pytest did not end within {SESSION_TIMEOUT_S} s ({label}):\n{str(err.stdout)[-2000:]}")
     wall = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
