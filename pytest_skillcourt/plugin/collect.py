@@ -164,6 +164,9 @@ def param_node_id(parent: pytest.Collector, name: str) -> Any:
     parent_id = getattr(parent, "id", None)
     if not bracket or parent_id is None:
         return None
+    if parent_id.params is None:  # ``child(base).with_params(...)`` made at once: one NodeId, not two
+        return type(parent_id)(path=parent_id.path, names=(*parent_id.names, base),
+                               params=params.removesuffix("]"))
     return parent_id.child(base).with_params(params.removesuffix("]"))
 
 
@@ -214,15 +217,17 @@ class SuiteFile(pytest.File):
                 yield RunsItem.from_parent(self, name=runs_item_name(ids[model]), suite=suite, model=model,
                                            suite_rel=suite_rel, runs=runs, court=court)
             tasks = ()
+        skill, n_models = suite.skill, len(models)
         for index, task in enumerate(tasks):
+            task_id = task.id
             for model in models:
                 for rep in range(1, reps + 1):
                     for arm in ARMS:
                         yield RunItem.from_parent(
                             self,
-                            name=run_item_name(task.id, arm, rep, reps, ids[model], len(models)),
+                            name=run_item_name(task_id, arm, rep, reps, ids[model], n_models),
                             suite=suite, task=task, court=court,
-                            run=RunId(suite_rel, suite.skill, task.id, index, arm, rep, model),
+                            run=RunId(suite_rel, skill, task_id, index, arm, rep, model),
                         )
         for model in models:
             yield VerdictItem.from_parent(self, name=verdict_item_name(ids[model]), suite=suite,
