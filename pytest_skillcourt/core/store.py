@@ -5,6 +5,11 @@ runs, the controller writes verdicts.  Each run is written in one transaction
 when it has finished, so a crash or Ctrl-C mid-run leaves no half-written row
 that a later session would trust.  The schema is versioned with forward
 migrations (``PRAGMA user_version``).
+
+:class:`Store` keeps the connection, the sessions, the runs and their marks, spend and
+pruning here, and is made of the parts that keep the rest: judgments, causes and
+verdicts (``store_verdicts.py``), appeals (``store_appeals.py``) and the quarantine
+history (``store_history.py``); ``store_part.py`` is what those take from it.
 """
 
 from __future__ import annotations
@@ -20,21 +25,11 @@ from typing import Any
 
 from pytest_skillcourt.core.clock import utc_now
 from pytest_skillcourt.core.records import RunRecord
+from pytest_skillcourt.core.store_appeals import AppealTable
+from pytest_skillcourt.core.store_history import QuarantineHistoryTable
+from pytest_skillcourt.core.store_part import valid_text
+from pytest_skillcourt.core.store_verdicts import VerdictTables
 from pytest_skillcourt.core.trial import TrialRun
-
-
-def valid_text(text: str) -> str:
-    """``text`` as SQLite can store it (valid UTF-8).
-
-    A model's JSON may carry lone surrogates (``"\\udcff"``) and Python keeps
-    undecodable bytes of file names as such; SQLite refuses both with
-    ``UnicodeEncodeError``, which would lose the whole run.  They become ``?``.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 #: Each entry migrates from version i to i+1.
@@ -156,26 +151,6 @@ def _run_row(record: RunRecord) -> tuple[Any, ...]:
             valid_text(record.to_json()))
 
 
-#: SQL condition on ``trial``: not a session that tried an appeal draft, unless that
-#: draft was applied (then its verdict is the skill's current one, until an undo).
-_NOT_APPEAL = ("trial NOT IN (SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
-               "AND status != 'applied')")
-
-
-@dataclass(frozen=True)
-class VerdictRow:
-    """One verdict as the ``verdicts`` table holds it (:meth:`Store.record_verdicts`)."""
-
-    trial: str
-    skill: str
-    model: str
-    suite: str
-    skill_hash: str
-    suite_hash: str
-    kind: str
-    data: dict[str, Any]
-
-
 class StoreError(Exception):
     """The store cannot be used; the message names the file and the fix."""
 
@@ -264,7 +239,7 @@ def _translate(err: sqlite3.DatabaseError, path: Path) -> Exception:
     return err
 
 
-class Store:
+class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
     """A connection to the store; cheap to open, one per process."""
 
     def __init__(self, path: Path, *, readonly: bool = False, check: bool = True):
@@ -582,227 +557,6 @@ class Store:
             "SELECT DISTINCT model FROM runs WHERE trial = ? AND priced = 0 "
             "AND input_tokens + output_tokens > 0", (trial,))
         return [r[0] for r in rows]
-
-    # -- judgments ------------------------------------------------------------
-
-    def judgment(self, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT data FROM judgments WHERE key = ?", (key,)).fetchone()
-        return self._json(row[0]) if row else None
-
-    def judgment_for_runs(self, with_run: str, without_run: str) -> dict[str, Any] | None:
-        """The newest stored judgment of this pair of runs, one with a winner first."""
-        row = self._db.execute(
-            "SELECT data FROM judgments WHERE with_run = ? AND without_run = ? "
-            "ORDER BY winner IS NULL, created_at DESC, rowid DESC LIMIT 1",
-            (with_run, without_run)).fetchone()
-        return self._json(row[0]) if row else None
-
-    def record_judgment(self, key: str, *, trial: str, with_run: str, without_run: str,
-                        data: dict[str, Any], cost_usd: float | None = None) -> None:
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO judgments(key, trial, with_run, without_run, winner, "
-                "input_tokens, output_tokens, cost_usd, created_at, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (key, trial, with_run, without_run, data.get("winner"),
-                 int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), cost_usd,
-                 utc_now(), valid_text(json.dumps(data, ensure_ascii=False))))
-
-    # -- causes ---------------------------------------------------------------
-
-    def cause(self, key: str) -> dict[str, Any] | None:
-        """A stored cause (``cause.Cause.to_dict()``) for this key, if any; or a failed
-        attempt (``"cause": None``, its error and tokens), kept for what it cost."""
-        row = self._db.execute("SELECT data FROM causes WHERE key = ?", (key,)).fetchone()
-        return self._json(row[0]) if row else None
-
-    def record_cause(self, key: str, *, trial: str, data: dict[str, Any],
-                     cost_usd: float | None = None) -> None:
-        with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO causes(key, trial, created_at, data, cost_usd) "
-                       "VALUES (?,?,?,?,?)",
-                       (key, trial, utc_now(), valid_text(json.dumps(data, ensure_ascii=False)), cost_usd))
-
-    # -- verdicts -------------------------------------------------------------
-
-    def decided(self, key: str) -> dict[str, Any] | None:
-        """The verdict (``Verdict.to_dict()``) decided from the evidence of ``key``
-        (``cache.verdict_key``), if one was."""
-        row = self._db.execute("SELECT data FROM decided WHERE key = ?", (key,)).fetchone()
-        return self._json(row[0]) if row else None
-
-    def record_decided(self, decided: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Verdicts by the keys of their evidence, in one transaction."""
-        if not decided:
-            return
-        now = utc_now()
-        with self._write() as db:
-            for key, data in decided:
-                db.execute("INSERT OR REPLACE INTO decided(key, created_at, data) VALUES (?,?,?)",
-                           (key, now, json.dumps(data)))
-
-    def record_verdict(self, *, trial: str, skill: str, model: str, suite: str, skill_hash: str,
-                       suite_hash: str, kind: str, data: dict[str, Any]) -> None:
-        self.record_verdicts([VerdictRow(trial, skill, model, suite, skill_hash, suite_hash, kind, data)])
-
-    def record_verdicts(self, rows: Sequence[VerdictRow]) -> None:
-        """Verdicts, in one transaction."""
-        if not rows:
-            return
-        now = utc_now()
-        with self._write() as db:
-            for r in rows:
-                db.execute(
-                    "INSERT INTO verdicts(trial, skill, model, suite, skill_hash, suite_hash, kind, "
-                    "created_at, data) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (r.trial, r.skill, r.model, r.suite, r.skill_hash, r.suite_hash, r.kind, now,
-                     json.dumps(r.data, ensure_ascii=False)))
-
-    def latest_verdicts(self, *, by: str = "skill") -> list[dict[str, Any]]:
-        """The newest verdict per (skill, model), or per (suite, model) with ``by="suite"``."""
-        if by not in ("skill", "suite"):
-            raise ValueError(f"latest_verdicts: by must be 'skill' or 'suite', got {by!r}")
-        return self._verdict_rows(
-            f"JOIN (SELECT {by}, model, MAX(id) AS id FROM verdicts WHERE {_NOT_APPEAL} "
-            f"GROUP BY {by}, model) m ON m.id = v.id ORDER BY v.skill, v.model, v.suite", ())
-
-    def all_verdicts(self) -> list[dict[str, Any]]:
-        """Every verdict of the library, oldest first (by time made, then by id);
-        verdicts on appeal drafts are left out (they judge a draft, not the skill)."""
-        return self._verdict_rows(f"WHERE {_NOT_APPEAL.replace('trial', 'v.trial', 1)} "
-                                  "ORDER BY v.created_at, v.id", ())
-
-    def trial_verdicts(self, trial: str) -> list[dict[str, Any]]:
-        """Every verdict session ``trial`` made, in the order it made them."""
-        return self._verdict_rows("WHERE v.trial = ? ORDER BY v.id", (trial,))
-
-    def _verdict_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        rows = self._db.execute(
-            "SELECT v.id, v.trial, v.skill, v.model, v.suite, v.skill_hash, v.suite_hash, v.kind, "
-            f"v.created_at, v.data FROM verdicts v {tail}", params)
-        keys = ("id", "trial", "skill", "model", "suite", "skill_hash", "suite_hash", "kind",
-                "created_at")
-        out = []
-        for row in rows:
-            item = dict(zip(keys, row[:-1]))
-            item["data"] = self._json(row[-1])
-            out.append(item)
-        return out
-
-    # -- quarantine history (``quarantine_log``) -----------------------------------------------
-    #
-    # One row per change of a quarantine file: who and how (``by``, ``via``) and which file
-    # (``file``: its real path) are keys of ``data``, not columns, so ``skill-court merge``
-    # (which copies the columns of schema 1) carries them, and old stores need no migration.
-
-    def record_quarantine_change(self, *, action: str, skill: str, model: str, trial: str | None,
-                                 data: dict[str, Any]) -> None:
-        self.record_quarantine_changes([(action, skill, model, trial, data)])
-
-    def record_quarantine_changes(self, rows: Sequence[tuple[str, str, str, str | None, dict[str, Any]]]) -> None:
-        """Rows ``(action, skill, model, trial, data)`` of the quarantine history, in one
-        transaction.  ``data`` is stored as ASCII JSON: a hand-typed entry's lone surrogate
-        comes back exactly as the file has it (``quarantine_log`` compares the two)."""
-        if not rows:
-            return
-        now = utc_now()
-        with self._write() as db:
-            db.executemany("INSERT INTO quarantine_history(at, action, skill, model, trial, data) "
-                           "VALUES (?,?,?,?,?,?)",
-                           [(now, action, valid_text(skill), valid_text(model), trial, json.dumps(data))
-                            for action, skill, model, trial, data in rows])
-
-    def quarantine_history(self, file: str | None = None) -> list[dict[str, Any]]:
-        """The quarantine history, oldest first: ``id, at, action, skill, model, trial, data``
-        (decoded); with ``file``, only the rows about that quarantine file (``data.file``)."""
-        sql = "SELECT id, at, action, skill, model, trial, data FROM quarantine_history"
-        params: tuple[Any, ...] = ()
-        if file is not None:
-            # the text json.dumps wrote, found as is (SQLite's json_extract refuses the NaN a
-            # user may have typed in an entry); each row found is checked once decoded
-            sql += " WHERE instr(data, ?) > 0"
-            params = (json.dumps({"file": file})[1:-1],)
-        keys = ("id", "at", "action", "skill", "model", "trial")
-        out = []
-        for row in self._db.execute(sql + " ORDER BY id", params):
-            item = dict(zip(keys, row[:-1]))
-            item["data"] = self._json(row[-1])
-            if file is None or (isinstance(item["data"], dict) and item["data"].get("file") == file):
-                out.append(item)
-        return out
-
-    # -- appeals --------------------------------------------------------------
-
-    def skill_verdicts(self, skill: str) -> list[dict[str, Any]]:
-        """Every verdict on ``skill`` (any model), newest first."""
-        return self._verdict_rows("WHERE v.skill = ? ORDER BY v.id DESC", (skill,))
-
-    def appeal_trials(self) -> set[str]:
-        """The sessions that tried appeal drafts not applied (their verdicts are about drafts, not
-        the library; an applied draft's verdict is the skill's current one, until an undo)."""
-        rows = self._db.execute("SELECT draft_trial FROM appeals WHERE draft_trial IS NOT NULL "
-                                "AND status != 'applied'")
-        return {r[0] for r in rows}
-
-    def record_appeal(self, *, skill: str, model: str, verdict_id: int, verdict_trial: str,
-                      skill_md: str, original: bytes, draft: bytes, diff: str, decision: str,
-                      reason: str, draft_trial: str | None, draft_verdict: str | None,
-                      data: dict[str, Any]) -> int:
-        """Store one appeal; returns its id."""
-        import hashlib
-
-        with self._write() as db:
-            cur = db.execute(
-                "INSERT INTO appeals(skill, model, verdict_id, verdict_trial, skill_md, "
-                "original_sha256, original, draft_sha256, draft, diff, decision, reason, "
-                "draft_trial, draft_verdict, status, created_at, data) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (skill, model, verdict_id, verdict_trial, skill_md,
-                 hashlib.sha256(original).hexdigest(), original, hashlib.sha256(draft).hexdigest(),
-                 draft, diff, decision, reason, draft_trial, draft_verdict, "new", utc_now(),
-                 json.dumps(data, ensure_ascii=False)))
-            return int(cur.lastrowid or 0)
-
-    _APPEAL_COLS = ("id", "skill", "model", "verdict_id", "verdict_trial", "skill_md",
-                    "original_sha256", "original", "draft_sha256", "draft", "diff", "decision",
-                    "reason", "draft_trial", "draft_verdict", "status", "created_at", "applied_at",
-                    "undone_at", "data")
-
-    def _appeal_rows(self, tail: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        rows = self._db.execute(f"SELECT {', '.join(self._APPEAL_COLS)} FROM appeals {tail}", params)
-        out = []
-        for row in rows:
-            item = dict(zip(self._APPEAL_COLS, row))
-            item["original"] = bytes(item["original"])
-            item["draft"] = bytes(item["draft"])
-            item["data"] = self._json(item["data"])
-            out.append(item)
-        return out
-
-    def appeal(self, appeal_id: int) -> dict[str, Any] | None:
-        """The appeal with this id (bytes as ``bytes``, ``data`` decoded), or None."""
-        rows = self._appeal_rows("WHERE id = ?", (appeal_id,))
-        return rows[0] if rows else None
-
-    def all_appeals(self) -> list[dict[str, Any]]:
-        """Every appeal, oldest first."""
-        return self._appeal_rows("ORDER BY id", ())
-
-    def skill_appeals(self, skill: str) -> list[dict[str, Any]]:
-        """Every appeal of ``skill`` (any model), newest first."""
-        return self._appeal_rows("WHERE skill = ? ORDER BY id DESC", (skill,))
-
-    def set_appeal_status(self, appeal_id: int, status: str, *,
-                          data: dict[str, Any] | None = None) -> None:
-        """Mark an appeal ``applied`` or ``undone`` (with the time), optionally replacing its data."""
-        column = {"applied": "applied_at", "undone": "undone_at"}.get(status)
-        if column is None:
-            raise ValueError(f"appeal status: expected 'applied' or 'undone', got {status!r}")
-        with self._write() as db:
-            db.execute(f"UPDATE appeals SET status = ?, {column} = ? WHERE id = ?",
-                       (status, utc_now(), appeal_id))
-            if data is not None:
-                db.execute("UPDATE appeals SET data = ? WHERE id = ?",
-                           (json.dumps(data, ensure_ascii=False), appeal_id))
 
     # -- pruning --------------------------------------------------------------
 

@@ -137,9 +137,7 @@ def _judge_tokens_of(store_path: Path, trial: str) -> int:
 
     store = Store(store_path, readonly=True)
     try:
-        row = store._db.execute("SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM judgments "
-                                "WHERE trial = ?", (trial,)).fetchone()
-        return int(row[0] or 0)
+        return store.judgment_tokens(trial)
     except Exception:
         return 0
     finally:

@@ -33,7 +33,8 @@ from pytest_skillcourt.core.records import NOT_OFFERED, RunRecord
 from pytest_skillcourt.engine.run import price
 from pytest_skillcourt.core.skills import Library, Skill
 from pytest_skillcourt.stats.verdict import PairOutcome, Verdict, VerdictKind, decide
-from pytest_skillcourt.core.store import Store, VerdictRow
+from pytest_skillcourt.core.store import Store
+from pytest_skillcourt.core.store_verdicts import VerdictRow
 from pytest_skillcourt.core.trial import (
     Cause,
     Outcome,

@@ -118,7 +118,7 @@ def test_many_keys_are_looked_up_at_once_newest_first(tmp_path: Path) -> None:
 
 
 def test_many_verdicts_are_written_at_once_in_their_order(tmp_path: Path) -> None:
-    from pytest_skillcourt.core.store import VerdictRow
+    from pytest_skillcourt.core.store_verdicts import VerdictRow
 
     store = Store(tmp_path / "court.db")
     rows = [VerdictRow("t1", f"s{i}", "m", f"s{i}.yaml", "h", "sh", "NEUTRAL", {"i": i}) for i in range(3)]
@@ -144,6 +144,16 @@ def test_spend_and_unpriced_are_per_session(tmp_path: Path) -> None:
     assert store.unpriced_models("t1") == ["custom/m"]
     assert store.unpriced_models("t0") == []
 
+
+def test_judgment_tokens_are_per_session(tmp_path: Path) -> None:
+    """What the automatic trials' daily judge-token cap counts (``engine/auto.py``)."""
+    store = Store(tmp_path / "court.db")
+    for key, trial, tokens in (("j1", "t1", (100, 20)), ("j2", "t1", (7, 3)), ("j3", "t0", (1000, 0))):
+        store.record_judgment(key, trial=trial, with_run="a", without_run="b",
+                              data={"winner": "with", "input_tokens": tokens[0], "output_tokens": tokens[1]})
+    store.record_judgment("j4", trial="t1", with_run="a", without_run="c", data={"winner": None})
+    assert (store.judgment_tokens("t1"), store.judgment_tokens("t0"), store.judgment_tokens("t2")) == (130, 1000, 0)
+    store.close()
 
 def test_latest_verdicts_per_skill_and_per_suite(tmp_path: Path) -> None:
     store = Store(tmp_path / "court.db")

@@ -1,0 +1,43 @@
+"""What each part of the store (``store_verdicts.py``, ``store_appeals.py``,
+``store_history.py``) takes from :class:`~pytest_skillcourt.core.store.Store`, which is
+made of them: its connection, its write transaction and the decoding of a ``data``
+column; and :func:`valid_text`, text as SQLite can store it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_skillcourt.core.store import GuardedConnection
+
+
+def valid_text(text: str) -> str:
+    """``text`` as SQLite can store it (valid UTF-8).
+
+    A model's JSON may carry lone surrogates (``"\\udcff"``) and Python keeps
+    undecodable bytes of file names as such; SQLite refuses both with
+    ``UnicodeEncodeError``, which would lose the whole run.  They become ``?``.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class StorePart:
+    """A group of the store's tables and their queries; ``Store`` is made of these parts
+    and gives each its connection (:attr:`_db`), :meth:`_write` and :meth:`_json`."""
+
+    _db: GuardedConnection
+
+    def _write(self) -> AbstractContextManager[GuardedConnection]:
+        """One write transaction (``Store._write``)."""
+        raise NotImplementedError
+
+    def _json(self, data: str) -> Any:
+        """A stored ``data`` column, decoded; a row that does not decode is a damaged store
+        (``Store._json``)."""
+        raise NotImplementedError
