@@ -2,9 +2,9 @@
 
 The check of a task runs where the agent cannot have prepared it
 (docs/architecture.md, "The check room"): the agent's sandbox is stopped (every
-process in it gone), its ``/workspace`` is copied out by the backend without the
-agent's tools (Docker's archive API on the stopped container; the local
-backend's host folder), and the check runs in a fresh sandbox of the same image
+process in it frozen or gone), its ``/workspace`` is copied out by the backend
+without the agent's tools (Docker's archive API on the frozen container, killed
+after; the local backend's host folder), and the check runs in a fresh sandbox of the same image
 holding only that copy and the answer.
 
 What is copied: regular files (with their executable bit) and folders under
