@@ -422,7 +422,13 @@ class DigestIndex:
         return digest.digest()
 
     def digest_without(self, names: Iterable[str]) -> str:
-        """The digest of the entries less ``names`` (names not among them are ignored)."""
+        """The digest of the entries less ``names`` (names not among them are ignored).
+        A frozenset of names (every run asks with one: its hidden skills, the skills out of
+        its reach) is remembered as it is given, so asking again costs one dict look-up."""
+        if isinstance(names, frozenset):
+            found = self._memo.get(names)
+            if found is not None:
+                return found
         gone = frozenset(n for n in names if n in self._bucket)
         found = self._memo.get(gone)
         if found is None:
@@ -430,6 +436,8 @@ class DigestIndex:
             for b in {self._bucket[n] for n in gone}:
                 digests[b] = self._inner(self._buckets[b], gone)
             found = self._memo[gone] = _outer(digests)
+        if isinstance(names, frozenset):
+            self._memo[names] = found
         return found
 
 

@@ -61,3 +61,14 @@ def test_the_real_boundary_given_still_refuses_a_link_out_of_it(tmp_path: Path) 
     lib = _tree(tmp_path)
     with pytest.raises(TreeError, match="outside the skill library"):
         tree_files(lib / "a", lib / "a", where="the skill library", real_boundary=os.path.realpath(lib / "a"))
+
+
+def test_a_digest_without_a_frozenset_is_remembered_as_given_and_stays_right() -> None:
+    entries = {f"s{i}": [f"c{i}", f"d{i}"] for i in range(40)}
+    index = skills.DigestIndex(entries)
+    for gone in (frozenset({"s1", "not-a-skill"}), frozenset({"s1"}), frozenset(), frozenset({"x"})):
+        want = skills.bucket_digest({k: v for k, v in entries.items() if k not in gone})
+        assert index.digest_without(gone) == want and index.digest_without(gone) == want
+        assert index._memo[gone] == want  # asked again: one look-up
+    assert index.digest_without(["s1", "not-a-skill"]) == skills.bucket_digest(
+        {k: v for k, v in entries.items() if k != "s1"})
