@@ -39,8 +39,8 @@ def test_every_benchmark_runs_at_its_tiny_size() -> None:
         assert any(b.startswith("growth ") and b.endswith(layout) for b in benches), benches
     # the goal's size (at --tiny the largest): its rows carry the goals, each a ratio to pytest
     # alone on the same tree, the median of samples taken in turns
-    goal_rows = [r for r in rows if r["goal"].strip() == "<= 1.25x pytest alone"]
-    assert len(goal_rows) == 4 and all(re.match(r"\d+\.\d\dx \(median of 3: ", r["measured"]) and
+    goal_rows = [r for r in rows if r["goal"].strip() == "<= 1.25x pytest alone (CPU)"]
+    assert len(goal_rows) == 4 and all(re.match(r"\d+\.\d\dx CPU \(median of 3: ", r["measured"]) and
                                        "pytest alone" in r["measured"] for r in goal_rows), goal_rows
     assert any(b.startswith("growth 2 -> 4 skills") for b in benches), benches
     assert any("-n 2" in b for b in benches), benches
