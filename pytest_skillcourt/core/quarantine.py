@@ -93,8 +93,17 @@ from pytest_skillcourt.core.quarantine_file import (  # noqa: F401  (re-exported
     QuarantineIndex,
 )
 
-if TYPE_CHECKING:  # the statistics are not loaded with the Hermes plugin that reads this file
-    from pytest_skillcourt.stats.verdict import VerdictKind
+#: What callers import from here: this module's writers and policy, and the reader's names
+#: (``quarantine_file``) they find here too.
+__all__ = [
+    "SUPPORTED_VERSION", "ALL_MODELS", "SET_BY_TRIAL", "SET_BY_HAND", "VERDICT_MANUAL", "QuarantineEntry",
+    "QuarantineFileError", "QuarantineHistoryError", "ENV_VAR", "ENTRY_FIELDS", "PROVIDER_PREFIXES",
+    "model_key", "undated_key", "match_keys", "model_matches", "default_path", "hermes_path", "read_entries",
+    "find", "QuarantineIndex", "apply_trial", "quarantine", "release", "TrialPlan", "plan_trial",
+]
+
+if TYPE_CHECKING:  # the trial and the statistics are not loaded with the Hermes plugin that reads this file
+    from pytest_skillcourt.core.trial import Outcome
 
 
 @contextlib.contextmanager
@@ -286,19 +295,6 @@ def release(path: Path, skill: str, *, model: str | None = None, via: str = "cli
 
 
 @dataclass(frozen=True)
-class TrialVerdict:
-    """What the policy needs of one verdict of a session."""
-
-    skill: str
-    model: str
-    kind: VerdictKind
-    skill_hash: str
-    reason: str
-    cause: str | None = None
-    line: str | None = None
-
-
-@dataclass(frozen=True)
 class TrialPlan:
     """The changes one session's verdicts ask of the quarantine file."""
 
@@ -308,9 +304,10 @@ class TrialPlan:
     notes: tuple[str, ...] = ()
 
 
-def plan_trial(verdicts: Sequence[TrialVerdict], existing: Sequence[QuarantineEntry], *,
+def plan_trial(outcomes: Sequence[Outcome], existing: Sequence[QuarantineEntry], *,
                trial: str) -> TrialPlan:
-    """The quarantine changes of a session's verdicts (pure: nothing is read or written).
+    """The quarantine changes of a session's verdicts, its ``trial.Outcome`` values as the
+    engine made them (pure: nothing is read or written).
 
     A HURTS verdict adds (or refreshes) an entry set by the trial.  A later
     HELPS or NEUTRAL on a *changed* skill (its hash differs from the entry's)
@@ -328,21 +325,22 @@ def plan_trial(verdicts: Sequence[TrialVerdict], existing: Sequence[QuarantineEn
 
     hurts: dict[tuple[str, str], QuarantineEntry] = {}
     cleared: set[tuple[str, str]] = set()
-    for v in verdicts:
-        key = (v.skill, model_key(v.model))
-        if v.kind is VerdictKind.HURTS:
+    for o in outcomes:
+        key = (o.skill, model_key(o.target.model))
+        if o.kind is VerdictKind.HURTS:
             hurts.setdefault(key, QuarantineEntry(
-                skill=v.skill, model=key[1], skill_hash=v.skill_hash, verdict="hurts",
-                reason=v.reason, cause=v.cause, line=v.line, set_by=SET_BY_TRIAL,
+                skill=o.skill, model=key[1], skill_hash=o.skill_hash, verdict="hurts",
+                reason=o.verdict.line, cause=o.cause.cause if o.cause else None,
+                line=o.cause.line if o.cause else None, set_by=SET_BY_TRIAL,
                 trial=trial, since=utc_now()))
-        elif v.kind in (VerdictKind.HELPS, VerdictKind.NEUTRAL):
+        elif o.kind in (VerdictKind.HELPS, VerdictKind.NEUTRAL):
             for e in existing:
-                if (e.skill == v.skill and e.set_by == SET_BY_TRIAL and not e.every_model
-                        and model_key(e.model) == key[1] and e.skill_hash != v.skill_hash):
+                if (e.skill == o.skill and e.set_by == SET_BY_TRIAL and not e.every_model
+                        and model_key(e.model) == key[1] and e.skill_hash != o.skill_hash):
                     cleared.add(key)
     notes = []
     for key in sorted(cleared & hurts.keys()):
-        models = sorted({v.model for v in verdicts if (v.skill, model_key(v.model)) == key})
+        models = sorted({o.target.model for o in outcomes if (o.skill, model_key(o.target.model)) == key})
         notes.append(f"{key[0]}: models {', '.join(models)} share the quarantine key {key[1]!r} "
                      "and disagree; HURTS wins, so the skill stays hidden from it")
     return TrialPlan(hurts=tuple(hurts.values()), cleared=tuple(sorted(cleared - hurts.keys())),

@@ -265,21 +265,11 @@ def apply_quarantine(court: Court, session: pytest.Session) -> None:
 
     Never raises: a file that cannot be written is left as it was, and the
     session fails with the reason (the verdicts are already reported)."""
-    from pytest_skillcourt.core.quarantine import (
-        QuarantineFileError,
-        TrialVerdict,
-        apply_trial,
-        plan_trial,
-        read_entries,
-    )
+    from pytest_skillcourt.core.quarantine import QuarantineFileError, apply_trial, plan_trial, read_entries
 
     path = court.settings.quarantine
     try:
-        verdicts = [TrialVerdict(skill=o.skill, model=o.target.model, kind=o.kind,
-                                 skill_hash=o.skill_hash, reason=o.verdict.line,
-                                 cause=o.cause.cause if o.cause else None,
-                                 line=o.cause.line if o.cause else None) for o in court.outcomes]
-        plan = plan_trial(verdicts, read_entries(path), trial=court.trial)
+        plan = plan_trial(court.outcomes, read_entries(path), trial=court.trial)
         # recorded, with who and how, in the history beside the file (quarantine_log)
         changed, lifted = apply_trial(path, hurts=plan.hurts, cleared=plan.cleared, via="trial",
                                       trial=court.trial)

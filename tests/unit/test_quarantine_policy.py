@@ -7,13 +7,21 @@ from pathlib import Path
 
 
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.core.quarantine import TrialVerdict, plan_trial
-from pytest_skillcourt.stats.verdict import VerdictKind
+from pytest_skillcourt.core.quarantine import plan_trial
+from pytest_skillcourt.core.trial import Cause, Outcome, Target
+from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
 
 
-def verdict(model: str, kind: str, skill_hash: str = "sha256:new") -> TrialVerdict:
-    return TrialVerdict(skill="house-format", model=model, kind=VerdictKind(kind), skill_hash=skill_hash,
-                        reason=f"{kind.lower()} on {model}")
+def verdict(model: str, kind: str, skill_hash: str = "sha256:new", cause: Cause | None = None) -> Outcome:
+    """The engine's own value of a verdict: the policy takes what the reports take."""
+    return Outcome(target=Target(f"skills_tests/house-format.yaml::verdict[{model}]", "skills_tests/house-format.yaml",
+                                 model, ("t1",)),
+                   skill="house-format", skill_hash=skill_hash, suite_hash="sha256:q", cached_runs=0, fresh_runs=2,
+                   spend=0.0, cause=cause,
+                   verdict=Verdict(kind=VerdictKind(kind), basis="success", line=f"{kind.lower()} on {model}",
+                                   n_tasks=1, n_pairs=1, n_check=1, n_judge=0, success_with=0.0,
+                                   success_without=1.0, wilson_with=(0.0, 1.0), wilson_without=(0.0, 1.0),
+                                   mean_diff=-1.0, diff_ci=None, token_ratio=None, token_ci=None, hint=None, seed=0))
 
 
 def trial_entry(skill_hash: str = "sha256:old") -> q.QuarantineEntry:
@@ -27,6 +35,7 @@ def test_hurts_adds_and_a_changed_skill_that_no_longer_hurts_lifts() -> None:
     assert [(e.skill, e.model, e.set_by, e.trial) for e in plan.hurts] == [
         ("house-format", "gpt-4.1-mini", q.SET_BY_TRIAL, "t1")]
     assert plan.cleared == () and plan.notes == ()
+    assert (plan.hurts[0].reason, plan.hurts[0].cause, plan.hurts[0].line) == ("hurts on openai/gpt-4.1-mini", None, None)
     lifted = plan_trial([verdict("openai/gpt-4.1-mini", "NEUTRAL")], [trial_entry()], trial="t1")
     assert lifted.cleared == (("house-format", "gpt-4.1-mini"),) and lifted.hurts == ()
 
@@ -54,3 +63,11 @@ def test_two_models_sharing_a_key_are_one_and_hurts_wins(tmp_path: Path) -> None
     assert "HURTS wins" in plan.notes[0]
     changed, lifted = q.apply_trial(path, hurts=plan.hurts, cleared=plan.cleared)
     assert lifted == [] and [e.trial for e in q.read_entries(path)] == ["t1"]
+
+
+def test_a_hurts_entry_carries_the_verdicts_line_and_cause() -> None:
+    cause = Cause("rounds every total", "Always round to 1000")
+    plan = plan_trial([verdict("openai/gpt-4.1-mini", "HURTS", cause=cause)], [], trial="t1")
+    [entry] = plan.hurts
+    assert (entry.verdict, entry.reason, entry.cause, entry.line, entry.skill_hash) == (
+        "hurts", "hurts on openai/gpt-4.1-mini", "rounds every total", "Always round to 1000", "sha256:new")
