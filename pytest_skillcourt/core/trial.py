@@ -2,10 +2,12 @@
 
 A *target* is one verdict to produce (a skill's suite on one model); its runs
 group into *pairs* (same task and rep, both arms); a pair's outcome comes from
-the check or from the judge; the verdict and everything shown about it is an
-*outcome*; a whole session's outcomes with what the reports show is a
-:class:`TrialResult`.  Nothing here does I/O: the controller, ``merge``,
-``appeal`` and every report build on these values.
+the check or from the judge (a :class:`Judgment`); the verdict and everything shown
+about it is an *outcome*, the one shape of a verdict from the engine to the JSON
+edge (its judged pairs as :class:`PairJudgment` values); a whole session's outcomes
+with what the reports show is a :class:`TrialResult`.  Nothing here does I/O: the
+controller, ``merge``, ``appeal``, the quarantine policy and every report build on
+these values.
 """
 
 from __future__ import annotations
@@ -109,6 +111,94 @@ class Cause:
                    input_tokens=int(d.get("input_tokens", 0)),
                    output_tokens=int(d.get("output_tokens", 0)),
                    prompt_version=str(d.get("prompt_version") or ""))
+
+
+#: The judge's prompts' version (``engine/judge.py``): part of the judgment cache key
+#: (``cache.judgment_key``) and of every judgment; bump whenever the prompts or parsing change.
+JUDGE_PROMPT_VERSION = "judge-1"
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """The judge's decision on one pair, with everything needed to audit it."""
+
+    winner: str | None  # "with" | "without" | "tie" | None (no outcome)
+    picks: tuple[str, str]  # raw pick of each order: "A" | "B" | "tie" | "" (failed / not asked)
+    reasons: tuple[str, str]
+    order: tuple[str, str]  # which arm was A in each call, e.g. ("with", "without")
+    judge_model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None  # why there is no outcome
+    prompt_version: str = JUDGE_PROMPT_VERSION
+
+    def outcomes(self) -> tuple[bool, bool] | None:
+        """``(with_success, without_success)``, or None when there is no outcome."""
+        if self.winner == ARM_WITH:
+            return (True, False)
+        if self.winner == ARM_WITHOUT:
+            return (False, True)
+        if self.winner == "tie":
+            return (True, True)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        return {
+            "winner": self.winner,
+            "picks": list(self.picks),
+            "reasons": list(self.reasons),
+            "order": list(self.order),
+            "judge_model": self.judge_model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "error": self.error,
+            "prompt_version": self.prompt_version,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Judgment:
+        """Rebuild a judgment written by :meth:`to_dict`.
+
+        Raises:
+            ValueError: a field is missing or has the wrong shape.
+        """
+        try:
+            picks = tuple(d["picks"])
+            reasons = tuple(d["reasons"])
+            order = tuple(d["order"])
+            if len(picks) != 2 or len(reasons) != 2 or len(order) != 2:
+                raise ValueError("picks, reasons and order must hold two items each")
+            winner = d["winner"]
+            if winner not in (None, ARM_WITH, ARM_WITHOUT, "tie"):
+                raise ValueError(f"winner must be with/without/tie/null, got {winner!r}")
+            return cls(
+                winner=winner,
+                picks=(str(picks[0]), str(picks[1])),
+                reasons=(str(reasons[0]), str(reasons[1])),
+                order=(str(order[0]), str(order[1])),
+                judge_model=str(d["judge_model"]),
+                input_tokens=int(d.get("input_tokens", 0)),
+                output_tokens=int(d.get("output_tokens", 0)),
+                error=d.get("error"),
+                prompt_version=str(d.get("prompt_version", JUDGE_PROMPT_VERSION)),
+            )
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"stored judgment: expected the fields of Judgment.to_dict(), "
+                             f"got {dict(d)!r} ({err})") from err
+
+
+@dataclass(frozen=True)
+class PairJudgment:
+    """The judgment of one pair of a verdict (its task and rep), as the reports show it."""
+
+    task: str
+    rep: int
+    judgment: Judgment
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``task``, ``rep`` and the judgment's own fields (``Judgment.to_dict``)."""
+        return {"task": self.task, "rep": self.rep, **self.judgment.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -237,7 +327,8 @@ class Outcome:
     #: USD this session spent on the verdict: its fresh runs, judgments and cause.
     spend: float
     cause: Cause | None = None
-    judgments: tuple[Mapping[str, Any], ...] = ()
+    #: the judged pairs the verdict used, by task and rep
+    judgments: tuple[PairJudgment, ...] = ()
     failed: bool = False
     made_at: str = field(default_factory=utc_now)
     #: where the suite came from (``frozen.SuiteSource.to_dict()`` and its ``label``)
@@ -257,7 +348,7 @@ class Outcome:
             "cached_runs": self.cached_runs, "fresh_runs": self.fresh_runs,
             "spend_usd": round(self.spend, 6), "failed": self.failed,
             "cause": self.cause.to_dict() if self.cause is not None else None,
-            "judgments": [dict(j) for j in self.judgments],
+            "judgments": [j.to_dict() for j in self.judgments],
             "first_tasks": list(self.target.first_tasks),
             # the order the sequential rule looked at the tasks in (merge decides again by it)
             "task_order": list(self.target.order),

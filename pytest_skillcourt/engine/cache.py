@@ -87,7 +87,7 @@ def _reach(run: RunRecord) -> str:
 def judgment_key(with_run: RunRecord, without_run: RunRecord, judge: ModelSpec) -> str:
     """The key of the judgment of a pair by ``judge``: the two runs' keys and the skill
     bytes within their reach, the judge, its prompt."""
-    from pytest_skillcourt.engine.judge import JUDGE_PROMPT_VERSION
+    from pytest_skillcourt.core.trial import JUDGE_PROMPT_VERSION
 
     raw = json.dumps([with_run.cache_key, without_run.cache_key, judge.label, judge.base_url,
                       JUDGE_PROMPT_VERSION, _reach(with_run), _reach(without_run)])

@@ -30,10 +30,13 @@ import random
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Hashable, Sequence
 
 from pytest_skillcourt.models.client import ChatClient
 from pytest_skillcourt.core.records import ARM_WITH, ARM_WITHOUT
+# A judgment is a value of the trial, with its prompts' version (bump it whenever the
+# prompts or parsing below change): the engine judges, every report reads them.
+from pytest_skillcourt.core.trial import JUDGE_PROMPT_VERSION, Judgment
 from pytest_skillcourt.models.llm import (
     TokenBudget,
     UnreadableReply,
@@ -44,9 +47,6 @@ from pytest_skillcourt.models.llm import (
     parse_json_object,
     tagged,
 )
-
-#: Part of the judgment cache key: bump whenever the prompts or parsing change.
-JUDGE_PROMPT_VERSION = "judge-1"
 
 #: Longest final answer shown in full; longer ones keep head and tail.
 ANSWER_LIMIT = 20_000
@@ -65,80 +65,6 @@ class RunView:
     answer: str
     files: tuple[tuple[str, str], ...] = ()  # (path, text), already capped by the capture
     binary: tuple[str, ...] = ()  # binary files, by name only
-
-
-# --------------------------------------------------------------------------
-# judgments
-
-
-@dataclass(frozen=True)
-class Judgment:
-    """The judge's decision on one pair, with everything needed to audit it."""
-
-    winner: str | None  # "with" | "without" | "tie" | None (no outcome)
-    picks: tuple[str, str]  # raw pick of each order: "A" | "B" | "tie" | "" (failed / not asked)
-    reasons: tuple[str, str]
-    order: tuple[str, str]  # which arm was A in each call, e.g. ("with", "without")
-    judge_model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None  # why there is no outcome
-    prompt_version: str = JUDGE_PROMPT_VERSION
-
-    def outcomes(self) -> tuple[bool, bool] | None:
-        """``(with_success, without_success)``, or None when there is no outcome."""
-        if self.winner == ARM_WITH:
-            return (True, False)
-        if self.winner == ARM_WITHOUT:
-            return (False, True)
-        if self.winner == "tie":
-            return (True, True)
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; :meth:`from_dict` reads it back."""
-        return {
-            "winner": self.winner,
-            "picks": list(self.picks),
-            "reasons": list(self.reasons),
-            "order": list(self.order),
-            "judge_model": self.judge_model,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "error": self.error,
-            "prompt_version": self.prompt_version,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Judgment:
-        """Rebuild a judgment written by :meth:`to_dict`.
-
-        Raises:
-            ValueError: a field is missing or has the wrong shape.
-        """
-        try:
-            picks = tuple(d["picks"])
-            reasons = tuple(d["reasons"])
-            order = tuple(d["order"])
-            if len(picks) != 2 or len(reasons) != 2 or len(order) != 2:
-                raise ValueError("picks, reasons and order must hold two items each")
-            winner = d["winner"]
-            if winner not in (None, ARM_WITH, ARM_WITHOUT, "tie"):
-                raise ValueError(f"winner must be with/without/tie/null, got {winner!r}")
-            return cls(
-                winner=winner,
-                picks=(str(picks[0]), str(picks[1])),
-                reasons=(str(reasons[0]), str(reasons[1])),
-                order=(str(order[0]), str(order[1])),
-                judge_model=str(d["judge_model"]),
-                input_tokens=int(d.get("input_tokens", 0)),
-                output_tokens=int(d.get("output_tokens", 0)),
-                error=d.get("error"),
-                prompt_version=str(d.get("prompt_version", JUDGE_PROMPT_VERSION)),
-            )
-        except (KeyError, TypeError) as err:
-            raise ValueError(f"stored judgment: expected the fields of Judgment.to_dict(), "
-                             f"got {dict(d)!r} ({err})") from err
 
 
 # --------------------------------------------------------------------------
@@ -276,14 +202,14 @@ def judge_pair(client: ChatClient, task_prompt: str, with_run: RunView, without_
             return Judgment(
                 winner=None, picks=(picks[0], picks[1]), reasons=(reasons[0], reasons[1]),
                 order=order, judge_model=client.spec.label, input_tokens=tokens_in,
-                output_tokens=tokens_out, error=error,
+                output_tokens=tokens_out, error=error, prompt_version=JUDGE_PROMPT_VERSION,
             )
         picks[i], reasons[i] = asked.value
     both = (picks[0], picks[1])
     return Judgment(
         winner=_combine(order, both), picks=both, reasons=(reasons[0], reasons[1]),
         order=order, judge_model=client.spec.label, input_tokens=tokens_in,
-        output_tokens=tokens_out, error=None,
+        output_tokens=tokens_out, error=None, prompt_version=JUDGE_PROMPT_VERSION,
     )
 
 

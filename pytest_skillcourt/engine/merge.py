@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_skillcourt.core.clock import new_trial_id, utc_now
-from pytest_skillcourt.engine.judge import Judgment
 from pytest_skillcourt.core.records import RunRecord
 from pytest_skillcourt.stats.verdict import EARLY_STOP_TASKS, VerdictKind, decide
 from pytest_skillcourt.core.store import GuardedConnection, Store, StoreError
-from pytest_skillcourt.core.trial import group_pairs, pair_outcomes
+from pytest_skillcourt.core.trial import Judgment, group_pairs, pair_outcomes
 
 
 

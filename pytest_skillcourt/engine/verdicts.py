@@ -26,7 +26,7 @@ import pytest
 from pytest_skillcourt.models.client import ChatClient, ModelSpec
 from pytest_skillcourt.engine.cache import cause_key, judgment_key, verdict_key
 from pytest_skillcourt.engine.cause import ask_cause
-from pytest_skillcourt.engine.judge import Judgment, RunView, judge_pairs
+from pytest_skillcourt.engine.judge import RunView, judge_pairs
 from pytest_skillcourt.models.llm import TokenBudget
 from pytest_skillcourt.core.settings import FailOn, Settings
 from pytest_skillcourt.core.records import NOT_OFFERED, RunRecord
@@ -37,8 +37,10 @@ from pytest_skillcourt.core.store import Store
 from pytest_skillcourt.core.store_verdicts import VerdictRow
 from pytest_skillcourt.core.trial import (
     Cause,
+    Judgment,
     Outcome,
     Pair,
+    PairJudgment,
     SuiteFacts,
     Target,
     TrialResult,
@@ -341,7 +343,7 @@ def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged
         skill_hash=facts.skill_hash, suite_hash=facts.suite_hash,
         cached_runs=cached, fresh_runs=len(runs) - cached, spend=spend,
         suite_source=dict(facts.source),
-        judgments=tuple({"task": t, "rep": r, **j.to_dict()} for (t, r), j in sorted(mine.items())),
+        judgments=tuple(PairJudgment(t, r, j) for (t, r), j in sorted(mine.items())),
         cause=cause,
         failed=(verdict.kind == VerdictKind.HURTS and s.fail_on != FailOn.NEVER) or (
             verdict.kind == VerdictKind.INCONCLUSIVE and s.fail_on == FailOn.INCONCLUSIVE),
@@ -429,11 +431,12 @@ def verdict_properties(outcome: Outcome) -> list[tuple[str, object]]:
         props.append(("cause", outcome.cause.cause))
         if outcome.cause.line:
             props.append(("skill_line", outcome.cause.line))
-    for j in outcome.judgments:
-        picks = "/".join(p or "-" for p in j["picks"])
-        props.append((f"judge[{j['task']}-r{j['rep']}]",
-                      f"{j['winner'] or 'no outcome'} (picks {picks}, A={j['order'][0]} first); "
-                      f"{j.get('error') or ' | '.join(j['reasons'])}"))
+    for pj in outcome.judgments:
+        j = pj.judgment
+        picks = "/".join(p or "-" for p in j.picks)
+        props.append((f"judge[{pj.task}-r{pj.rep}]",
+                      f"{j.winner or 'no outcome'} (picks {picks}, A={j.order[0]} first); "
+                      f"{j.error or ' | '.join(j.reasons)}"))
     return props
 
 

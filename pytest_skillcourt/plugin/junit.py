@@ -127,8 +127,9 @@ def pair_properties(outcomes: Sequence[Outcome], models: Sequence[str],
     props: Props = {}
     for o in outcomes:
         classname = o.target.suite_rel.replace("/", ".")
-        for j in o.judgments:
-            winner = j["winner"]
+        for pj in o.judgments:
+            j = pj.judgment
+            winner = j.winner
             if winner == "tie":
                 got = {ARM_WITH: "success", ARM_WITHOUT: "success"}
             elif winner in ARMS:
@@ -137,16 +138,16 @@ def pair_properties(outcomes: Sequence[Outcome], models: Sequence[str],
             else:
                 got = {ARM_WITH: "none", ARM_WITHOUT: "none"}
             for arm in ARMS:
-                name = run_item_name(j["task"], arm, j["rep"], reps.get(o.target.suite_rel, 1),
+                name = run_item_name(pj.task, arm, pj.rep, reps.get(o.target.suite_rel, 1),
                                      ids[o.target.model], len(models))
                 props[(classname, name)] = [
                     ("outcome", got[arm]), ("outcome_source", "judge"),
                     ("judge_winner", winner or "none"),
-                    ("judge_picks", "/".join(p or "-" for p in j["picks"])),
-                    ("judge_order", "A=" + j["order"][0] + " first"),
-                    ("judge_reasons", j.get("error") or " | ".join(j["reasons"])),
-                    ("judge_model", j["judge_model"]),
-                    ("judge_tokens", str(j["input_tokens"] + j["output_tokens"])),
+                    ("judge_picks", "/".join(p or "-" for p in j.picks)),
+                    ("judge_order", "A=" + j.order[0] + " first"),
+                    ("judge_reasons", j.error or " | ".join(j.reasons)),
+                    ("judge_model", j.judge_model),
+                    ("judge_tokens", str(j.input_tokens + j.output_tokens)),
                 ]
     return props
 

@@ -422,7 +422,7 @@ def trial_data(result: TrialResult, store: Store | None = None) -> dict[str, Any
         entry = o.to_dict()
         prompts = dict(result.prompts.get(o.target.suite_rel, ()))
         checks = dict(all_checks.get(o.target.suite_rel, ()))
-        entry["tasks"] = task_entries(result.runs.get(o.target.nodeid, ()), o.judgments, prompts,
+        entry["tasks"] = task_entries(result.runs.get(o.target.nodeid, ()), entry["judgments"], prompts,
                                       list(prompts), _used_tasks(entry, o.target.first_tasks), checks,
                                       early_stop=(entry["verdict"] or {}).get("basis") == "early-stop",
                                       reasons=result.skip_reasons.get(o.target.nodeid))

@@ -221,10 +221,11 @@ def write_summary(tr: Any, result: TrialResult) -> None:
             if v.hint:
                 say(f"hint: {v.hint}", "  ")
         if verbose:
-            for j in o.judgments:
-                picks = "/".join(p or "-" for p in j["picks"])
-                say(f"judge {j['task']} r{j['rep']}: {j['winner'] or 'no outcome'} "
-                    f"(picks {picks}) {j.get('error') or ' | '.join(j['reasons'])}"[:400], "  ")
+            for pj in o.judgments:
+                j = pj.judgment
+                picks = "/".join(p or "-" for p in j.picks)
+                say(f"judge {pj.task} r{pj.rep}: {j.winner or 'no outcome'} "
+                    f"(picks {picks}) {j.error or ' | '.join(j.reasons)}"[:400], "  ")
     if result.early_skipped:
         say(f"early stop saved {result.early_skipped} runs")
     for skill, model in result.quarantined:

@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_skillcourt.engine import judge
+from pytest_skillcourt.core.trial import JUDGE_PROMPT_VERSION, Judgment
 from pytest_skillcourt.engine.judge import (
-    JUDGE_PROMPT_VERSION,
-    Judgment,
     RunView,
     judge_messages,
     judge_pairs,

@@ -12,7 +12,7 @@ from pytest_skillcourt.report import json_report, markdown, terminal
 from pytest_skillcourt.report.html import render_html, trial_data
 from pytest_skillcourt.plugin.junit import pair_properties
 from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
-from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult, TrialRun
+from pytest_skillcourt.core.trial import Cause, Judgment, Outcome, PairJudgment, Target, TrialResult, TrialRun
 
 
 def run(task: str, arm: str, ok: bool, *, cost: float = 0.01, trial: str = "T1") -> RunRecord:
@@ -31,9 +31,9 @@ def hurts_result() -> TrialResult:
     assert verdict.kind is VerdictKind.HURTS
     target = Target("skills_tests/house-format.yaml::verdict[m]", "skills_tests/house-format.yaml",
                     "custom/m", tuple(tasks))
-    judgment = {"task": "t1", "rep": 1, "winner": "without", "picks": ["B", "A"], "reasons": ["r1", "r2"],
-                "order": ["with", "without"], "judge_model": "custom/m", "input_tokens": 7, "output_tokens": 3,
-                "error": None, "prompt_version": "1"}
+    judgment = PairJudgment("t1", 1, Judgment(winner="without", picks=("B", "A"), reasons=("r1", "r2"),
+                                              order=("with", "without"), judge_model="custom/m", input_tokens=7,
+                                              output_tokens=3, error=None, prompt_version="1"))
     outcome = Outcome(target=target, skill="house-format", verdict=verdict, skill_hash="sha256:s",
                       suite_hash="sha256:q", cached_runs=2, fresh_runs=6, spend=0.0812,
                       cause=Cause("it insists on <b>bold</b> totals", "Always write TOTAL-<n>"),
@@ -54,6 +54,10 @@ def test_json_holds_the_verdicts_and_every_run(tmp_path: Path) -> None:
     assert doc["quarantine"]["set"] == [{"skill": "house-format", "model": "m"}]
     [v] = doc["verdicts"]
     assert v["verdict"]["kind"] == "HURTS" and v["cause"]["line"] == "Always write TOTAL-<n>"
+    # a typed judgment becomes the JSON it always was, at the edge
+    assert v["judgments"] == [{"task": "t1", "rep": 1, "winner": "without", "picks": ["B", "A"],
+                               "reasons": ["r1", "r2"], "order": ["with", "without"], "judge_model": "custom/m",
+                               "input_tokens": 7, "output_tokens": 3, "error": None, "prompt_version": "1"}]
     assert len(v["runs"]) == 8
     first = v["runs"][0]
     assert first["arm"] == "with" and first["outcome"] is False and first["check"] == {"command": None, "exit": 1, "output": "no match"}

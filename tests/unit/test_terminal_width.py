@@ -14,7 +14,7 @@ import pytest
 from pytest_skillcourt.report.terminal import (DEFAULT_WIDTH, DROP_ORDER, command_lines, fit_columns, fit_table,
                                                prose, terminal_width, write_prose, write_summary)
 from pytest_skillcourt.stats.verdict import PairOutcome, VerdictKind, decide
-from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult
+from pytest_skillcourt.core.trial import Cause, Judgment, Outcome, PairJudgment, Target, TrialResult
 from pytest_skillcourt.engine.trial_run import summary_lines
 
 TABLE = [["skill", "model", "verdict", "with", "without", "diff 95% CI", "tokens w/wo", "check/judge",
@@ -79,8 +79,9 @@ def outcome(skill: str = LONG_SKILL, model: str = LONG_MODEL) -> Outcome:
     pairs = [PairOutcome(t, 1, False, True, 120, 120) for t in ("t1", "t2", "t3", "t4")]
     verdict = dataclasses.replace(decide(pairs), hint=HINT)
     assert verdict.kind is VerdictKind.HURTS
-    judgment = {"task": "t1", "rep": 1, "winner": None, "picks": ["", ""], "reasons": ["", ""],
-                "error": "order 1 (A = with): " + "the judge model returned no JSON object " * 4}
+    judgment = PairJudgment("t1", 1, Judgment(
+        winner=None, picks=("", ""), reasons=("", ""), order=("with", "without"), judge_model=model,
+        error="order 1 (A = with): " + "the judge model returned no JSON object " * 4))
     return Outcome(target=Target(f"skills_tests/{skill}.yaml::verdict[m]", f"skills_tests/{skill}.yaml", model,
                                  ("t1", "t2", "t3", "t4")),
                    skill=skill, verdict=verdict, skill_hash="h", suite_hash="q", cached_runs=2, fresh_runs=6,
@@ -131,7 +132,7 @@ def test_the_court_section_fits_the_reporters_width(width: int, verbose: int, mo
     for words in (CAUSE, SKILL_LINE, HINT, "early stop saved 3 runs", "skill court: the cause could not be found"):
         assert words in text  # wrapped at words, nothing lost
     assert "\x1b" not in text and "(red)" in text  # a model's escape sequence is not passed on
-    assert (f"judge t1 r1: no outcome" in text) is bool(verbose)
+    assert ("judge t1 r1: no outcome" in text) is bool(verbose)
 
 
 @pytest.mark.parametrize("width", [80, 60])
