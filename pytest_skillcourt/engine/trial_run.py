@@ -49,10 +49,10 @@ from pytest_skillcourt.core.locks import held_elsewhere, locked
 from pytest_skillcourt.core.printable import plain
 from pytest_skillcourt.report.terminal import command_lines, cut, fit_table, prose, rows, terminal_width
 from pytest_skillcourt.core.skills import Library
-from pytest_skillcourt.stats.verdict import Verdict, VerdictKind
+from pytest_skillcourt.stats.verdict import VerdictKind
 from pytest_skillcourt.core.suite import SuiteError, load_suite
 from pytest_skillcourt.core.suite_edit import find_suites
-from pytest_skillcourt.core.trial import Cause, Outcome, Target, TrialResult
+from pytest_skillcourt.core.trial import TrialResult
 
 #: The exit statuses of ``pytest --skill-court`` (pytest's scheme) that a trial's session
 #: ends with; :attr:`TrialRun.exit_status` is one of them, and ``cli.trial_exit_status``
@@ -431,6 +431,20 @@ class Progress:
         self._say(f"[{count}] {report.nodeid.split('::', 1)[-1]} {props.get('skill', '')}: {what}"[:300])
 
 
+class KeepResult:
+    """A pytest plugin of this command: keeps the session's ``TrialResult`` as its verdicts
+    built it (``engine.verdicts.RESULT``), the value its JSON file was written from, so the
+    table is printed from the values themselves, never read back from the file."""
+
+    def __init__(self) -> None:
+        self.result: TrialResult | None = None
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        from pytest_skillcourt.engine.verdicts import RESULT  # loaded with the session's court
+
+        self.result = session.config.stash.get(RESULT, None)
+
+
 @contextlib.contextmanager
 def _stdout_to(log: TextIO) -> Iterator[None]:
     """pytest's terminal output into ``log``; anything else written to fd 1 to stderr,
@@ -449,26 +463,6 @@ def _stdout_to(log: TextIO) -> Iterator[None]:
             os.close(saved)
 
 
-# -- reading the result back -------------------------------------------------------------------
-
-
-def outcomes_of(doc: dict[str, Any]) -> tuple[Outcome, ...]:
-    """The verdicts of a ``--skill-court-json`` document as ``trial.Outcome`` values."""
-    out = []
-    for v in doc.get("verdicts") or []:
-        cause = v.get("cause")
-        out.append(Outcome(
-            target=Target(str(v.get("nodeid", "")), str(v.get("suite", "")), str(v.get("model", "")),
-                          tuple(v.get("first_tasks") or ())),
-            skill=str(v.get("skill", "")), verdict=Verdict.from_dict(v["verdict"]),
-            skill_hash=str(v.get("skill_hash", "")), suite_hash=str(v.get("suite_hash", "")),
-            cached_runs=int(v.get("cached_runs", 0)), fresh_runs=int(v.get("fresh_runs", 0)),
-            spend=float(v.get("spend_usd", 0.0)),
-            cause=Cause.from_dict(cause) if isinstance(cause, dict) else None,
-            failed=bool(v.get("failed")), made_at=str(v.get("made_at", ""))))
-    return tuple(out)
-
-
 def release_command(prog: str, skill: str, model: str, quarantine_file: str | os.PathLike[str] | None = None) -> str:
     """The command that lifts ``skill``'s quarantine for ``model``, as a user types it
     (``--quarantine FILE`` when the file is not the one ``prog`` finds by itself)."""
@@ -476,15 +470,15 @@ def release_command(prog: str, skill: str, model: str, quarantine_file: str | os
     return f"{prog} release {shlex.quote(skill)} --model {shlex.quote(model)}{where}"
 
 
-def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str, width: int | None = None) -> list[str]:
+def summary_lines(result: TrialResult, *, apply: bool, prog: str, width: int | None = None) -> list[str]:
     """The verdict table of the trial and what follows it (causes, quarantine, errors),
-    every line within ``width`` (default :func:`terminal_width`)."""
+    every line within ``width`` (default :func:`terminal_width`): the session's own
+    ``TrialResult``, as its ``--skill-court-json`` file holds it."""
     width = width or terminal_width()
-    outcomes = outcomes_of(doc)
-    lines = prose(f"skill court trial {doc.get('trial')}: agent {doc.get('agent')}, sandbox {doc.get('sandbox')}",
-                  width)
+    outcomes = result.outcomes
+    lines = prose(f"skill court trial {result.trial}: agent {result.agent}, sandbox {result.backend}", width)
     if outcomes:
-        lines += fit_table(rows(TrialResult(trial=str(doc.get("trial")), outcomes=outcomes)), width)
+        lines += fit_table(rows(result), width)
     else:
         lines.append("no verdict was made")
     hurts = [o for o in outcomes if o.kind is VerdictKind.HURTS]
@@ -499,23 +493,22 @@ def summary_lines(doc: dict[str, Any], *, apply: bool, prog: str, width: int | N
                     lines += prose(f"skill line: {o.cause.line}", width, "  ")
             if v.hint:
                 lines += prose(f"hint: {v.hint}", width, "  ")
-    quarantine = doc.get("quarantine") or {}
-    for entry in quarantine.get("set") or []:
-        lines += prose(f"quarantined {entry['skill']} for model {entry['model']} in {quarantine.get('file')}", width)
+    qfile = result.quarantine_file
+    for skill, model in result.quarantined:
+        lines += prose(f"quarantined {skill} for model {model} in {qfile}", width)
         # Always the file itself: ``skill-court`` defaults to the folder it is run from, and
         # ``hermes court`` to the profile Hermes runs with, which need not be the trial's
         # (``--hermes-home``, ``$SKILL_COURT_QUARANTINE``): the undo must work as printed.
-        lines += command_lines("undo: ", release_command(prog, entry["skill"], entry["model"],
-                                                         quarantine.get("file")), width, "  ")
-    for entry in quarantine.get("lifted") or []:
-        lines += prose(f"lifted the quarantine of {entry['skill']} for model {entry['model']}", width)
+        lines += command_lines("undo: ", release_command(prog, skill, model, qfile), width, "  ")
+    for skill, model in result.lifted:
+        lines += prose(f"lifted the quarantine of {skill} for model {model}", width)
     if hurts and not apply:
         lines += prose(f"not quarantined: pass --apply to hide a skill that hurts from the model it hurts "
-                       f"(file: {quarantine.get('file')})", width)
-    if doc.get("early_stop_skipped_runs"):
-        lines.append(f"early stop saved {doc['early_stop_skipped_runs']} runs")
-    lines.append(f"spend ${float(doc.get('spend_usd') or 0):.4f}")
-    for error in doc.get("errors") or []:
+                       f"(file: {qfile})", width)
+    if result.early_skipped:
+        lines.append(f"early stop saved {result.early_skipped} runs")
+    lines.append(f"spend ${round(result.spend, 6):.4f}")  # as the JSON file says it
+    for error in result.errors:
         lines += prose(f"skill court: {trial_flags(str(error))}", width)
     return lines
 
@@ -531,26 +524,31 @@ class TrialRun:
     #: session that collected nothing as ``PYTEST_USAGE``); the command's own is
     #: ``cli.trial_exit_status`` of this
     exit_status: int
+    #: the session's ``--skill-court-json`` document: what ``--json`` prints (the JSON edge)
     document: dict[str, Any] | None = None
     pytest_args: list[str] = field(default_factory=list)
     log: Path | None = None
     #: run items that ended in an error (a failed test, not a skip): runs missing from the verdicts
     failed_runs: int = 0
+    #: the session's own result (``engine.verdicts.RESULT``), which that document was written
+    #: from; None when the session made no verdict
+    result: TrialResult | None = None
 
     @property
     def verdict_failed(self) -> bool:
         """A verdict failed the session's gate (HURTS)."""
-        return any(v.get("failed") for v in (self.document or {}).get("verdicts") or [])
+        return self.result is not None and any(o.failed for o in self.result.outcomes)
 
     @property
     def judge_errors(self) -> list[str]:
         """Why the judge gave no outcome: one entry per pair it failed on, and the
         session's error when it could not run at all."""
-        doc = self.document or {}
-        found = [str(e) for e in doc.get("errors") or [] if str(e).startswith(JUDGE_COULD_NOT_RUN)]
-        for v in doc.get("verdicts") or []:
-            found += [f"{v.get('skill')} on {v.get('model')}, {j.get('task')} r{j.get('rep')}: {j['error']}"
-                      for j in v.get("judgments") or [] if isinstance(j, dict) and j.get("error")]
+        if self.result is None:
+            return []
+        found = [e for e in self.result.errors if e.startswith(JUDGE_COULD_NOT_RUN)]
+        for o in self.result.outcomes:
+            found += [f"{o.skill} on {o.target.model}, {pj.task} r{pj.rep}: {pj.judgment.error}"
+                      for pj in o.judgments if pj.judgment.error]
         return found
 
 
@@ -625,14 +623,15 @@ def run_trial(layout: Layout, library: Library, options: TrialOptions, *, prog: 
         _tell(err, prog, "another trial of this profile is running; waiting for it")
     try:
         # One trial at a time per profile: the automatic runner and a hand trial share the store.
-        progress = Progress(err)
+        progress, kept = Progress(err), KeepResult()
         with locked(layout.data_dir / TRIAL_LOCK), open(log, "w", encoding="utf-8") as handle, _stdout_to(handle):
-            code = int(main(args, plugins=[progress]))
+            code = int(main(args, plugins=[progress, kept]))
         document = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(json_path)
-    done = TrialRun(_exit_status(code, log, err, prog), document, args, log, failed_runs=progress.failed)
+    done = TrialRun(_exit_status(code, log, err, prog), document, args, log, failed_runs=progress.failed,
+                    result=kept.result)
     _say_untrusted(done, err, prog)
     return done
 

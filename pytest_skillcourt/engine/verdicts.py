@@ -50,6 +50,11 @@ from pytest_skillcourt.core.trial import (
 )
 
 JUDGE_WORKERS = 4
+#: The session's trial as its verdicts left it, on the pytest config: built once, by
+#: :func:`produce_verdicts` (``Court.result``), and the one value the files, the terminal
+#: summary (with the errors found after the verdicts) and ``skill-court trial``
+#: (``engine/trial_run.py``, which runs the session in its own process) take.
+RESULT = pytest.StashKey[TrialResult]()
 #: Verdicts written to the store in one transaction (one each would be a commit per verdict).
 VERDICT_BATCH = 500
 
@@ -85,7 +90,9 @@ class Court(Protocol):
 
     def judge_budget(self) -> TokenBudget: ...
 
-    def result(self) -> TrialResult: ...
+    def result(self) -> TrialResult:
+        """The session's trial as immutable values (built once: :data:`RESULT` keeps it)."""
+        ...
 
     def say(self, text: str) -> None:
         """A line about a step of the session (quiet under ``-q``)."""
@@ -204,10 +211,11 @@ def judge_failures(court: Court, judged: Judged) -> None:
     court.incomplete = court.incomplete or why
 
 
-def produce_verdicts(court: Court, session: pytest.Session) -> None:
-    """Judge, decide every selected verdict, emit its report, apply and write files."""
+def produce_verdicts(court: Court, session: pytest.Session) -> TrialResult | None:
+    """Judge, decide every selected verdict, emit its report, apply and write files; the
+    session's :class:`~.trial.TrialResult`, kept as :data:`RESULT` (None: nothing to decide)."""
     if not court.targets:
-        return
+        return None
     store = court.store()
     by_target = court.runs_by_target()  # one query, not one per verdict
     used: dict[str, list[TrialRun]] = {
@@ -241,7 +249,10 @@ def produce_verdicts(court: Court, session: pytest.Session) -> None:
     store.record_decided(fresh)
     if court.settings.apply:
         apply_quarantine(court, session)
-    write_files(court, court.result())
+    result = court.result()
+    session.config.stash[RESULT] = result
+    write_files(court, result)
+    return result
 
 
 def write_files(court: Court, result: TrialResult) -> None:

@@ -18,8 +18,10 @@ from pytest_skillcourt.cli.parser import (EPILOG, EXIT_GATE, EXIT_MEANINGS, EXIT
                                          build_parser, exit_status_of)
 from pytest_skillcourt.cli.trial_cmd import trial_exit_status
 from pytest_skillcourt.core.store import Store
+from pytest_skillcourt.core.trial import Judgment, Outcome, PairJudgment, Target, TrialResult
 from pytest_skillcourt.engine.trial_run import (PYTEST_FAILED, PYTEST_INCOMPLETE, PYTEST_INTERNAL, PYTEST_INTERRUPTED,
                                          PYTEST_OK, PYTEST_USAGE, TrialRun)
+from pytest_skillcourt.stats.verdict import PairOutcome, decide
 from tests.support.builders import write_skill
 
 
@@ -82,25 +84,37 @@ def test_what_happened_maps_to_one_status(facts: dict[str, bool], expected: Exit
     assert exit_status_of(**facts) is expected
 
 
-def doc(*, failed: bool = False, judge_error: str | None = None, errors: tuple[str, ...] = ()) -> dict[str, Any]:
-    judgment = {"task": "t1", "rep": 1, "winner": None if judge_error else "with", "error": judge_error}
-    return {"verdicts": [{"skill": "s", "model": "m", "failed": failed, "judgments": [judgment]}],
-            "errors": list(errors)}
+def result(*, failed: bool = False, judge_error: str | None = None, errors: tuple[str, ...] = ()) -> TrialResult:
+    """The session's result as the trial command keeps it (one verdict, one judged pair)."""
+    judgment = Judgment(winner=None if judge_error else "with", picks=("A", "B"), reasons=("", ""),
+                        order=("with", "without"), judge_model="m", error=judge_error)
+    verdict = decide([PairOutcome("t1", 1, True, False, 100, 100, "judge")])
+    outcome = Outcome(target=Target("s.yaml::verdict[m]", "s.yaml", "m", ("t1",)), skill="s", verdict=verdict,
+                      skill_hash="h", suite_hash="q", cached_runs=0, fresh_runs=2, spend=0.0,
+                      judgments=(PairJudgment("t1", 1, judgment),), failed=failed)
+    return TrialResult(trial="T1", outcomes=(outcome,), errors=errors)
+
+
+def ran(code: int, *, failed: bool = False, judge_error: str | None = None, errors: tuple[str, ...] = (),
+        **kw: Any) -> TrialRun:
+    """A trial command's run whose session made that result (its JSON document is not read)."""
+    return TrialRun(code, {"verdicts": ["not read"]},
+                    result=result(failed=failed, judge_error=judge_error, errors=errors), **kw)
 
 
 @pytest.mark.parametrize(("done", "expected"), [
-    (TrialRun(PYTEST_OK, doc()), ExitStatus.OK),
-    (TrialRun(PYTEST_FAILED, doc(failed=True)), ExitStatus.GATE),
-    (TrialRun(PYTEST_FAILED, doc()), ExitStatus.UNTRUSTED),  # pytest failed, but no verdict did
-    (TrialRun(PYTEST_FAILED, doc(failed=True), failed_runs=2), ExitStatus.UNTRUSTED),
-    (TrialRun(PYTEST_OK, doc(), failed_runs=1), ExitStatus.UNTRUSTED),
-    (TrialRun(PYTEST_OK, doc(judge_error="order 1 (A = with): no JSON")), ExitStatus.UNTRUSTED),
-    (TrialRun(PYTEST_OK, doc(errors=("the judge could not run: RuntimeError: boom",))), ExitStatus.UNTRUSTED),
-    (TrialRun(PYTEST_OK, doc(errors=("a quarantine note",))), ExitStatus.OK),
+    (ran(PYTEST_OK), ExitStatus.OK),
+    (ran(PYTEST_FAILED, failed=True), ExitStatus.GATE),
+    (ran(PYTEST_FAILED), ExitStatus.UNTRUSTED),  # pytest failed, but no verdict did
+    (ran(PYTEST_FAILED, failed=True, failed_runs=2), ExitStatus.UNTRUSTED),
+    (ran(PYTEST_OK, failed_runs=1), ExitStatus.UNTRUSTED),
+    (ran(PYTEST_OK, judge_error="order 1 (A = with): no JSON"), ExitStatus.UNTRUSTED),
+    (ran(PYTEST_OK, errors=("the judge could not run: RuntimeError: boom",)), ExitStatus.UNTRUSTED),
+    (ran(PYTEST_OK, errors=("a quarantine note",)), ExitStatus.OK),
     (TrialRun(PYTEST_INCOMPLETE, None), ExitStatus.UNTRUSTED),
     (TrialRun(PYTEST_INTERNAL, None), ExitStatus.UNTRUSTED),
     (TrialRun(PYTEST_USAGE, None), ExitStatus.USAGE),
-    (TrialRun(PYTEST_INTERRUPTED, doc(failed=True)), ExitStatus.INTERRUPTED),
+    (ran(PYTEST_INTERRUPTED, failed=True), ExitStatus.INTERRUPTED),
 ])
 def test_trial_maps_its_sessions_status(done: TrialRun, expected: ExitStatus) -> None:
     assert trial_exit_status(done) is expected

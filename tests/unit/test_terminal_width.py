@@ -144,12 +144,9 @@ def test_the_totals_line_fits(width: int) -> None:
     assert flat(tr.lines) == TOTALS and tr.lines[1].startswith("  ")
 
 
-def trial_document() -> dict[str, Any]:
-    verdict = result().outcomes[0].to_dict()
-    return {"trial": "20261204T230400-cc4227fe", "agent": "builtin", "sandbox": "local", "verdicts": [verdict],
-            "quarantine": {"file": "/home/someone/projects/a-project/.skill-court/quarantine.json",
-                           "set": [{"skill": LONG_SKILL, "model": LONG_MODEL}], "lifted": []},
-            "early_stop_skipped_runs": 3, "spend_usd": 0.0812, "errors": [ERROR]}
+def trial_result() -> TrialResult:
+    """The session's result as ``skill-court trial`` gets it from the session it ran."""
+    return dataclasses.replace(result(), agent="builtin", backend="local", spend=0.0812)
 
 
 def command_words(lines: list[str], start: int) -> tuple[list[str], int]:
@@ -164,11 +161,11 @@ def command_words(lines: list[str], start: int) -> tuple[list[str], int]:
 @pytest.mark.parametrize("width", [80, 60])
 def test_the_trial_summary_fits(width: int) -> None:
     assert len(LONG_SKILL) == 64
-    lines = summary_lines(trial_document(), apply=False, prog="skill-court", width=width)
+    lines = summary_lines(trial_result(), apply=False, prog="skill-court", width=width)
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("undo: "))
     words, count = command_words(lines, start)
     # the undo command is broken between its words only, with shell line continuations
-    qfile = trial_document()["quarantine"]["file"]
+    qfile = trial_result().quarantine_file
     assert words == ["skill-court", "release", LONG_SKILL, "--model", LONG_MODEL, "--quarantine", qfile]
     if width == 80:
         assert max(len(line) for line in lines) <= width, "\n".join(lines)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from pytest_skillcourt.agent import hermes_runner
 from pytest_skillcourt.core.runner_registry import RUNNERS
 from pytest_skillcourt.core.layout import hermes_layout, repository_layout
 from pytest_skillcourt.core.skills import load_library
+from pytest_skillcourt.core.trial import TrialResult
 from tests.support.builders import write_skill
 
 SKILL = "house-format"
@@ -198,13 +200,37 @@ def test_a_skills_folders_trial_does_not(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("prog", ["skill-court", "hermes court"])
 def test_the_printed_undo_names_the_file_the_trial_changed(prog: str) -> None:
-    doc = {"trial": "t", "agent": "hermes", "sandbox": "local", "verdicts": [],
-           "quarantine": {"file": "/profiles/other/plugin-data/skill-court/quarantine.json",
-                          "set": [{"skill": SKILL, "model": "custom/m"}]}}
-    lines = trial_cli.summary_lines(doc, apply=True, prog=prog, width=300)
+    result = TrialResult(trial="t", outcomes=(), agent="hermes", backend="local",
+                         quarantine_file="/profiles/other/plugin-data/skill-court/quarantine.json",
+                         quarantined=((SKILL, "custom/m"),))
+    lines = trial_cli.summary_lines(result, apply=True, prog=prog, width=300)
     (undo,) = [line for line in lines if "undo:" in line]
     assert undo.strip() == (f"undo: {prog} release {SKILL} --model custom/m "
                             "--quarantine /profiles/other/plugin-data/skill-court/quarantine.json")
+
+
+def test_the_command_keeps_the_result_its_session_built(tmp_path: Path, hermes_can_run: list) -> None:
+    """The session runs in the command's process: the ``TrialResult`` its verdicts built
+    (``engine.verdicts.RESULT``) is what the command prints from, not its JSON read back."""
+    from pytest_skillcourt.engine.verdicts import RESULT
+
+    built = TrialResult(trial="T1", outcomes=(), agent="builtin", backend="local")
+
+    def session(args: list[str], plugins: Any = ()) -> int:
+        config = SimpleNamespace(stash=pytest.Stash())
+        config.stash[RESULT] = built
+        for plugin in plugins:
+            if hasattr(plugin, "pytest_sessionfinish"):
+                plugin.pytest_sessionfinish(SimpleNamespace(config=config))
+        return 0
+
+    write_skill(tmp_path / "skills", SKILL, "How we format totals")
+    layout = repository_layout(tmp_path / "skills")
+    _suite(layout.suites_dir)
+    done = _trial(layout, session)  # type: ignore[arg-type]
+    assert done.result is built and done.document is None  # this session wrote no JSON file
+    lines = trial_cli.summary_lines(done.result, apply=False, prog="skill-court", width=100)
+    assert lines[0] == "skill court trial T1: agent builtin, sandbox local" and lines[1] == "no verdict was made"
 
 
 def test_the_hints_of_a_trial_name_its_library(home: Path, hermes_can_run: list,
