@@ -13,18 +13,22 @@ from pytest_skillcourt.report.terminal import prose, terminal_width
 
 
 def prog_name(args: argparse.Namespace) -> str:
+    """The command's name in its messages: ``skill-court``, or ``hermes court`` there."""
     return str(getattr(args, "court_prog", "skill-court"))
 
 
 def who(model: str) -> str:
+    """A quarantine entry's model in a sentence (``*`` is every model)."""
     return "every model" if model.strip() == ALL_MODELS else f"model {model!r}"
 
 
 def out(text: str = "") -> None:
+    """A line on stdout."""
     print(text, file=sys.stdout)
 
 
 def out_lines(lines: Sequence[str]) -> None:
+    """Lines on stdout."""
     for line in lines:
         out(line)
 
@@ -36,6 +40,7 @@ def say(text: str, indent: str = "") -> None:
 
 
 def error(text: str) -> None:
+    """A line on stderr: an error, or what a ``--json`` command says beside its document."""
     print(text, file=sys.stderr)
 
 

@@ -136,6 +136,8 @@ def json_option(parser: argparse.ArgumentParser, shape: str) -> None:
 
 
 def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An option's ``type``: a whole number of at least ``low`` (and at most ``high``)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -150,6 +152,8 @@ def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
 
 
 def number(low: float, *, strictly: bool) -> Callable[[str], float]:
+    """An option's ``type``: a finite number above ``low`` (``strictly``) or of at least ``low``."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
