@@ -45,7 +45,7 @@ from typing import Any, Iterator, Mapping
 
 from pytest_skillcourt.core import locks
 from pytest_skillcourt.core.atomic import write_atomic
-from pytest_skillcourt.core.layout import HERMES_DATA, _hermes_config, hermes_model
+from pytest_skillcourt.core.layout import HERMES_DATA, hermes_config, hermes_model
 
 
 SETTINGS_NAME = "auto.json"
@@ -489,7 +489,7 @@ def judge_model(home: Path) -> tuple[str | None, str | None]:
     """The judge model of the profile, as Hermes resolves an auxiliary task:
     ``auxiliary.skill_court_judge`` ``provider``/``model``/``base_url`` when set,
     else ("auto") the main model; ``(label, base_url)``, ``(None, None)`` for the main model."""
-    aux = _hermes_config(home).get("auxiliary")
+    aux = hermes_config(home).get("auxiliary")
     task = aux.get(JUDGE_TASK) if isinstance(aux, dict) else None
     if not isinstance(task, dict):
         return None, None

@@ -14,7 +14,9 @@ Two kinds of library:
 Also read here, for Hermes libraries, what the profile says: which skills the
 agent wrote (``skills/.usage.json``, written by Hermes' ``tools/skill_usage.py``),
 the model it runs (``config.yaml`` ``model``) and the skills it already hides
-(``skills.disabled``).  Nothing here writes.
+(``skills.disabled``), and which home and quarantine file the Hermes process
+this runs in uses (:func:`active_hermes_home`, :func:`active_hermes_quarantine`).
+Nothing here writes.
 """
 
 from __future__ import annotations
@@ -184,7 +186,8 @@ def agent_written(usage: Mapping[str, Mapping[str, Any]]) -> list[str]:
                   if record.get("created_by") in AGENT_WRITERS or record.get("agent_created") is True)
 
 
-def _hermes_config(home: Path) -> dict[str, Any]:
+def hermes_config(home: Path) -> dict[str, Any]:
+    """The profile's ``config.yaml`` as a mapping; a missing, unreadable or broken file is empty."""
     path = Path(home) / "config.yaml"
     try:
         _, data = safe_yaml.load(path.read_text(encoding="utf-8"))
@@ -195,7 +198,7 @@ def _hermes_config(home: Path) -> dict[str, Any]:
 
 def hermes_disabled(home: Path) -> list[str]:
     """``skills.disabled`` of the profile's ``config.yaml``: skills it hides from the agent."""
-    skills = _hermes_config(home).get("skills")
+    skills = hermes_config(home).get("skills")
     disabled = skills.get("disabled") if isinstance(skills, dict) else None
     if isinstance(disabled, str):
         disabled = [disabled]
@@ -222,7 +225,7 @@ def hermes_model(home: Path) -> ProfileModel:
     Keys are never read from the profile: they come from the environment as for
     any court model (``custom`` needs none, or ``SKILL_COURT_API_KEY``).
     """
-    model = _hermes_config(home).get("model")
+    model = hermes_config(home).get("model")
     if isinstance(model, str):
         model = {"default": model}
     if not isinstance(model, dict) or not str(model.get("default") or "").strip():
@@ -242,6 +245,18 @@ def hermes_model(home: Path) -> ProfileModel:
             return ProfileModel(name, None)
     return ProfileModel(None, None, f"the profile's model {name!r} (provider {provider or 'auto'!r}) has no "
                                     "skill-court name")
+
+
+def active_hermes_home() -> Path:
+    """The Hermes home of this process: Hermes' own resolution (profiles and per-context
+    overrides honoured), else :func:`default_hermes_home` (not inside Hermes, or its home
+    cannot be resolved)."""
+    try:
+        from hermes_constants import get_hermes_home  # type: ignore[import-untyped]
+
+        return Path(get_hermes_home())
+    except Exception:
+        return default_hermes_home()
 
 
 def active_hermes_quarantine() -> Path:

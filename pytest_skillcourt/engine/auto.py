@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
 from pytest_skillcourt.core import locks
-from pytest_skillcourt.core.layout import HERMES_DATA, Layout, _hermes_config, hermes_layout, hermes_model  # noqa: F401
+from pytest_skillcourt.core.layout import HERMES_DATA, Layout, hermes_config, hermes_layout, hermes_model  # noqa: F401
 from pytest_skillcourt.core.quarantine import QuarantineFileError, read_entries
 from pytest_skillcourt.core.transcript import message_text, parse_calls, skill_name
 
@@ -665,7 +665,7 @@ def run_command(args: argparse.Namespace, home: Path, *, out: Callable[[str], No
 
 
 def _plugin_enabled(home: Path) -> bool:
-    plugins = _hermes_config(home).get("plugins")
+    plugins = hermes_config(home).get("plugins")
     enabled = plugins.get("enabled") if isinstance(plugins, dict) else None
     return isinstance(enabled, list) and "skill-court" in enabled
 
