@@ -19,7 +19,7 @@ from pytest_skillcourt.engine import auto
 from pytest_skillcourt.engine import cache
 from pytest_skillcourt.core import locks
 from pytest_skillcourt import cli
-from pytest_skillcourt.hermes import AutoTrials
+from pytest_skillcourt.hermes.trial_hooks import AutoTrials
 from tests.support.builders import model_spec, run_record
 
 hermes_state = pytest.importorskip("hermes_state", reason="hermes-agent is not installed (pip install hermes-agent)")

@@ -25,14 +25,10 @@ import pytest
 
 from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.hermes import (
-    SCRUB_MARKER,
-    LoadLog,
-    QuarantineView,
-    SkillCourtPlugin,
-    map_request_texts,
-    scrub_text,
-)
+from pytest_skillcourt.hermes import hiding, wrappers
+from pytest_skillcourt.hermes.hiding import SkillCourtPlugin
+from pytest_skillcourt.hermes.scrub import SCRUB_MARKER, map_request_texts, scrub_text
+from pytest_skillcourt.hermes.wrappers import LoadLog
 from tests.support import REPO
 from tests.support.hermes_setups import HIDDEN, write_library
 
@@ -63,12 +59,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(bundles, "_bundles_cache", {})
     monkeypatch.setattr(bundles, "_bundles_cache_mtime", None)
     q.quarantine(root / "plugin-data" / "skill-court" / "quarantine.json", HIDDEN, model="model-a", reason="it hurts")
-    hermes.install_wrappers()
+    wrappers.install_wrappers()
     yield root
 
 
 def plugin() -> SkillCourtPlugin:
-    p = SkillCourtPlugin(loads=hermes.LOADS)
+    p = SkillCourtPlugin(loads=wrappers.LOADS)
     p.remember_model(model="model-a", session_id="sa", task_id="ta")
     p.remember_model(model="model-b", session_id="sb", task_id="tb")
     return p
@@ -343,7 +339,7 @@ def test_closed_places_are_scanned_once_per_interval(home: Path, monkeypatch: py
     p = plugin()
     walks: list[str] = []
     real_walk = os.walk
-    monkeypatch.setattr(hermes.os, "walk", lambda top, **kw: (walks.append(str(top)), real_walk(top, **kw))[1])
+    monkeypatch.setattr(hiding.os, "walk", lambda top, **kw: (walks.append(str(top)), real_walk(top, **kw))[1])
     for _ in range(5):
         p.on_pre_tool_call(tool_name="terminal", args={"command": "ls"}, session_id="sa", task_id="ta")
     library_walks = [w for w in walks if w.endswith("/skills")]
@@ -357,18 +353,18 @@ def test_wrappers_are_installed_lazily_once_and_only_record(tmp_path: Path) -> N
     pytest.importorskip("tools.skills_tool", reason="hermes-agent is not installed")
     code = (
         "import sys, json\n"
-        "from pytest_skillcourt import hermes\n"
-        "hermes.install_wrappers(); hermes.install_wrappers()\n"
+        "from pytest_skillcourt.hermes import wrappers\n"
+        "wrappers.install_wrappers(); wrappers.install_wrappers()\n"
         "assert 'tools.skills_tool' not in sys.modules\n"
         "import agent.skill_commands as sc, tools.skills_tool as st\n"
         "assert st.skill_view.__skill_court__ and sc._build_skill_message.__skill_court__\n"
         "assert st.skill_view.__wrapped__.__name__ == 'skill_view' and not hasattr(st.skill_view.__wrapped__, '__wrapped__')\n"
         "assert sum(getattr(f, '__skill_court__', False) for f in sys.meta_path) == 1\n"
-        "hermes.install_wrappers()\n"
+        "wrappers.install_wrappers()\n"
         "assert not hasattr(st.skill_view.__wrapped__, '__skill_court__')\n"
         "out = json.loads(st.skill_view('house-format', preprocess=False))\n"
         "assert out['success'] and 'Write totals in tens.' in out['content']\n"
-        "assert len(hermes.LOADS) == 1\n"
+        "assert len(wrappers.LOADS) == 1\n"
     )
     root = tmp_path / "hermes"
     write_library(root / "skills")
@@ -379,7 +375,7 @@ def test_wrappers_are_installed_lazily_once_and_only_record(tmp_path: Path) -> N
 
 def test_register_installs_the_wrappers(monkeypatch: pytest.MonkeyPatch) -> None:
     called: list[int] = []
-    monkeypatch.setattr(hermes, "install_wrappers", lambda: called.append(1))
+    monkeypatch.setattr(wrappers, "install_wrappers", lambda: called.append(1))
 
     class Ctx:
         def __getattr__(self, name: str) -> Any:
@@ -418,8 +414,8 @@ def test_auxiliary_calls_lose_the_hidden_skills_text(home: Path, monkeypatch: py
     async def original_async(task: Any = None, **kwargs: Any) -> str:
         return original(task, **kwargs)
 
-    monkeypatch.setattr(hermes, "_ACTIVE", plugin())
-    call, acall = hermes._scrubbing_call(original), hermes._scrubbing_async_call(original_async)
+    monkeypatch.setattr(wrappers, "_ACTIVE", plugin())
+    call, acall = wrappers._scrubbing_call(original), wrappers._scrubbing_async_call(original_async)
     for model in ("model-a", "model-b"):
         messages = [{"role": "system", "content": "Title it."}, {"role": "user", "content": snippet}]
         call("title_generation", messages=messages, main_runtime={"model": model, "provider": "custom"})
@@ -439,8 +435,8 @@ def test_bindings_made_before_registration_are_rewrapped(monkeypatch: pytest.Mon
     source.call_llm = user.call_llm = call_llm  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "fake_aux", source)
     monkeypatch.setitem(sys.modules, "fake_user", user)
-    monkeypatch.setitem(hermes._WRAPPED, "fake_aux", (("call_llm", hermes._scrubbing_call),))
-    hermes.install_wrappers()
+    monkeypatch.setitem(wrappers._WRAPPED, "fake_aux", (("call_llm", wrappers._scrubbing_call),))
+    wrappers.install_wrappers()
     assert source.call_llm.__skill_court__ and user.call_llm is source.call_llm  # type: ignore[attr-defined]
-    hermes.install_wrappers()
+    wrappers.install_wrappers()
     assert source.call_llm.__wrapped__ is call_llm  # type: ignore[attr-defined]

@@ -19,15 +19,10 @@ import pytest
 
 from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.hermes import (
-    ModelMemory,
-    QuarantineView,
-    SkillCourtPlugin,
-    filter_skills_list,
-    hide_in_prompt,
-    hide_in_request,
-    view_names,
-)
+from pytest_skillcourt.hermes import hiding
+from pytest_skillcourt.hermes.hiding import ModelMemory, QuarantineView, SkillCourtPlugin
+from pytest_skillcourt.hermes.skill_index import filter_skills_list, hide_in_prompt, hide_in_request
+from pytest_skillcourt.hermes.skill_lookup import view_names
 from tests.support.hermes_setups import SALES, SKILLS, write_skills
 
 
@@ -327,8 +322,8 @@ def test_reads_only_when_the_file_changed(tmp_path: Path, monkeypatch: pytest.Mo
     path = tmp_path / "q.json"
     q.quarantine(path, SALES, model="model-a")
     reads: list[Path] = []
-    real = hermes.read_entries
-    monkeypatch.setattr(hermes, "read_entries", lambda p: (reads.append(p), real(p))[1])
+    real = hiding.read_entries
+    monkeypatch.setattr(hiding, "read_entries", lambda p: (reads.append(p), real(p))[1])
     view = QuarantineView(lambda: path)
     for _ in range(20):
         assert len(view.entries()) == 1

@@ -20,7 +20,9 @@ NOT_AT_LOAD = (
     "pytest_skillcourt.sandbox", "pytest_skillcourt.sandbox.docker", "pytest_skillcourt.sandbox.local",
     "pytest_skillcourt.engine.trial_run", "pytest_skillcourt.engine.auto", "pytest_skillcourt.engine.mine", "pytest_skillcourt.stats.verdict",
     "pytest_skillcourt.models.client", "pytest_skillcourt.core.runner_registry", "pytest_skillcourt.core.store",
-    "pytest_skillcourt.plugin.session", "pytest_skillcourt.gateway", "openai", "httpx", "numpy", "pytest",
+    "pytest_skillcourt.plugin.court", "pytest_skillcourt.gateway", "openai", "httpx", "numpy", "pytest",
+    # The hiding callbacks and the skill library they read: made at their first call.
+    "pytest_skillcourt.hermes.hiding", "pytest_skillcourt.core.skills",
 )
 
 LOAD = """
@@ -55,3 +57,19 @@ def test_loading_the_hermes_plugin_loads_few_of_the_package_s_modules() -> None:
 def test_the_probe_sees_what_a_trial_loads(module: str) -> None:
     """The check above can fail: the background runner's first trial loads the engine."""
     assert module in _loaded(f"import {module}")
+
+
+def test_the_first_hiding_call_loads_the_hiding_callbacks() -> None:
+    """Loading waits for the first call: the middleware's first request makes the plugin."""
+    first_call = (
+        "hooks = {}\n"
+        "class Keep:\n"
+        "    def register_middleware(self, kind, callback):\n"
+        "        hooks[kind] = callback\n"
+        "    def __getattr__(self, name):\n"
+        "        return lambda *args, **kwargs: None\n"
+        "plugin.register(Keep())\n"
+        "assert hooks['llm_request'](request={'messages': []}, model='m') is None\n"
+    )
+    loaded = _loaded(first_call)
+    assert {"pytest_skillcourt.hermes.hiding", "pytest_skillcourt.core.skills"} <= loaded

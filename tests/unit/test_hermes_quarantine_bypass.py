@@ -17,9 +17,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin, hide_in_prompt, view_names, viewed_names
+from pytest_skillcourt.hermes import hiding, skill_lookup
+from pytest_skillcourt.hermes.hiding import QuarantineView, SkillCourtPlugin
+from pytest_skillcourt.hermes.skill_index import hide_in_prompt
+from pytest_skillcourt.hermes.skill_lookup import view_names, viewed_names
 from tests.support.hermes_setups import HIDDEN, LIBRARY, TRAPS, write_library
 
 #: Every name form tried against Hermes' own skill_view.
@@ -108,7 +110,7 @@ def test_a_view_that_slipped_through_is_refused_by_what_it_loaded(home: Path, tm
     """Second line: even if the name were not recognised before the call, the
     result says what Hermes loaded, and that result never reaches the model."""
     plugin = plugin_for(tmp_path)
-    monkeypatch.setattr(hermes, "view_names", lambda *a, **k: set())
+    monkeypatch.setattr(hiding, "view_names", lambda *a, **k: set())
     for name in ("house-format", "cat/house-format/SKILL.md", "cat/house-format/SKILL", "cat:house-format",
                  "cat/house-format/NOTES", "NOTES"):
         result = hermes_view(home, name, [])
@@ -140,7 +142,7 @@ def test_viewed_names_reads_the_result(home: Path) -> None:
 def test_without_hermes_helpers_the_transcript_normaliser_resolves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     skills = tmp_path / "skills"
     write_library(skills)
-    monkeypatch.setattr(hermes, "hermes_skill_lookup", lambda: None)
+    monkeypatch.setattr(skill_lookup, "hermes_skill_lookup", lambda: None)
     for name in ("house-format", "cat/house-format", "cat:house-format", "cat/house-format/SKILL.md",
                  "cat/house-format/SKILL", "cat/house-format/"):
         assert HIDDEN in view_names(name, [skills]), name

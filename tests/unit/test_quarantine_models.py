@@ -21,7 +21,8 @@ import pytest
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin, hidden_skills, hide_in_prompt
+from pytest_skillcourt.hermes.hiding import QuarantineView, SkillCourtPlugin, hidden_skills
+from pytest_skillcourt.hermes.skill_index import hide_in_prompt
 from pytest_skillcourt.core.quarantine import QuarantineEntry, QuarantineIndex, find, model_key, model_matches, undated_key
 
 

@@ -18,7 +18,7 @@ import pytest
 from pytest_skillcourt import cli
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.core.atomic import write_target
-from pytest_skillcourt.hermes import QuarantineView, SkillCourtPlugin
+from pytest_skillcourt.hermes.hiding import QuarantineView, SkillCourtPlugin
 from pytest_skillcourt.core.quarantine import QuarantineFileError, apply_trial, read_entries
 from tests.support.builders import trial_entry
 from tests.support.quarantine_links import assert_still_linked, linked_quarantine
