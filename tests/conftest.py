@@ -27,7 +27,7 @@ import scipy.stats  # noqa: F401
 import yaml  # noqa: F401
 
 import pytest
-import pytest_skillcourt.plugin.session  # noqa: F401
+import pytest_skillcourt.plugin.controller  # noqa: F401
 import pytest_skillcourt.sandbox
 from tests.support import REPO
 from tests.support.llm_server import LLMServer, Reply

@@ -41,10 +41,10 @@ class SkillCourtError(Exception):
 
 
 class Court(Protocol):
-    """What collection needs of the session's court (``session.SkillCourt``).
+    """What collection needs of the session's court (``runs.Runs``).
 
-    The court hands itself to the suite files it collects, so items reach it
-    without importing the session module (which imports this one)."""
+    It is handed to the suite files the session collects, so items reach it
+    without importing the modules that import this one."""
 
     settings: Settings
 
@@ -77,13 +77,12 @@ class RunId:
 @dataclass(slots=True, eq=False)
 class RunSpec:
     """One run of a :class:`RunsItem`: what a :class:`RunItem` carries for the session
-    (``suite``, ``task``, ``run``, ``user_properties``, ``looked_up``), without being a
-    pytest item.  Compared by identity, as items are."""
+    (``suite``, ``task``, ``run``, ``looked_up``, ``name``), without being a pytest item.
+    Compared by identity, as items are."""
 
     suite: Suite
     task: Task
     run: RunId
-    user_properties: list[tuple[str, object]] = dataclasses.field(default_factory=list)
     looked_up: tuple[Any, str, Any] | None = None
 
     @property
@@ -185,7 +184,7 @@ class SuiteFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         # Kept so that a plugin filtering the collected items (``--lf``) cannot
-        # separate a verdict from its runs (see session.SkillCourt.pytest_make_collect_report).
+        # separate a verdict from its runs (see hooks.ItemHooks.pytest_make_collect_report).
         self.produced: list[pytest.Item] = []
         try:
             items = list(self._items())

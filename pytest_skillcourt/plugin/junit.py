@@ -9,6 +9,10 @@ the trial id is a suite-level property.  With ``--skill-court-junit-properties``
 family whose testcases may hold ``<properties>``) the same data are
 per-testcase ``<property>`` elements instead.
 
+A run item's data are its typed summary (``runs.RunSummary``, ``runs.BatchSummary``)
+as ``name: value`` strings (:func:`item_properties`): its report's ``user_properties``, made
+once where the report is made, the one place they become strings.
+
 Nothing rewrites the file pytest wrote: :class:`JunitRunData` is a plugin on
 the controller that hands the data to junitxml's node reporters while the
 reports pass, and :func:`add_judgments` adds each judged pair's judgment to
@@ -26,11 +30,13 @@ from typing import Any
 import pytest
 from _pytest.junitxml import LogXML, bin_xml_escape, xml_key
 
-from pytest_skillcourt.plugin.collect import model_ids, run_item_name
 from pytest_skillcourt.core.records import ARM_WITH, ARM_WITHOUT, ARMS
 from pytest_skillcourt.core.trial import Outcome
+from pytest_skillcourt.plugin.runs import BatchSummary, RunSummary, Summary
 
 Props = dict[tuple[str, str], list[tuple[str, str]]]
+#: A run by (suite, model, task id, rep, arm): what names its item.
+RunKey = tuple[str, str, str, int, str]
 
 #: The first line of the court's block in a testcase's ``<system-out>``.
 HEADER = "[skill court]"
@@ -118,12 +124,69 @@ class JunitRunData:
                 report.user_properties = held
 
 
-def pair_properties(outcomes: Sequence[Outcome], models: Sequence[str],
-                    reps: Mapping[str, int]) -> Props:
+def run_properties(run: RunSummary) -> list[tuple[str, object]]:
+    """A run item's properties: who it is, then (once it has a record) what it did."""
+    props: list[tuple[str, object]] = [
+        ("skill_court_run", run.run_id), ("skill", run.run.skill), ("model", run.run.model),
+        ("arm", run.run.arm), ("rep", run.run.rep)]
+    if run.early_stop:
+        props.append(("early_stop", "true"))
+    if not run.recorded:
+        return props
+    props += [("status", run.status), ("outcome", run.outcome),
+              ("input_tokens", run.input_tokens), ("output_tokens", run.output_tokens),
+              ("tokens", run.tokens),
+              ("cost_usd", "" if run.cost_usd is None else f"{run.cost_usd:.6f}"),
+              ("skill_loaded", str(run.skill_loaded).lower()),
+              ("cached", str(run.cached).lower()), ("duration_s", run.duration_s)]
+    if run.check_exit is not None:
+        props.append(("check_exit", run.check_exit))
+    return props
+
+
+def _batch_line(run: RunSummary) -> str:
+    """One run of a ``runs[MODEL]`` item in a line: its outcome, time, tokens, cost, cache, id."""
+    if run.skip_reason is not None:
+        return f"skipped: {run.skip_reason}"
+    if run.error is not None:
+        return f"error: {run.error}"
+    cost = "" if run.cost_usd is None else f"{run.cost_usd:.6f}"
+    return ", ".join([run.outcome, f"{run.duration_s:.1f}s", f"{run.tokens} tok",
+                      *([f"${cost}"] if cost else []), *(["cached"] if run.cached else []),
+                      f"run {run.run_id}"])
+
+
+def batch_properties(batch: BatchSummary) -> list[tuple[str, object]]:
+    """A ``runs[MODEL]`` item's properties: the totals, one ``run[t1[with]]`` line per run
+    and each skipped task's reason (``skipped[t5]``)."""
+    props: list[tuple[str, object]] = [("skill_court_runs", ""), ("skill", batch.skill), ("model", batch.model)]
+    if not batch.finished:
+        return props
+    counts = batch.counts()
+    props += [("runs", len(batch.runs)), ("cached_runs", batch.cached),
+              ("outcomes", ", ".join(f"{n} {what}" for what, n in counts.items())),
+              ("tokens", batch.tokens), ("cost_usd", f"{batch.cost:.6f}"),
+              ("duration_s", round(batch.duration_s, 3)), ("early_stopped", batch.early_stopped),
+              *((f"run[{run.name}]", _batch_line(run)) for run in batch.runs),
+              *((f"skipped[{task}]", reason) for task, reason in batch.skip_reasons.items())]
+    return props
+
+
+def item_properties(summary: Summary) -> list[tuple[str, object]]:
+    """A run item's or a ``runs[MODEL]`` item's properties."""
+    return batch_properties(summary) if isinstance(summary, BatchSummary) else run_properties(summary)
+
+
+def run_key(run: RunSummary) -> RunKey:
+    """What :func:`pair_properties` finds the run's item name by."""
+    return (run.run.suite_rel, run.run.model, run.run.task_id, run.run.rep, run.run.arm)
+
+
+def pair_properties(outcomes: Sequence[Outcome], names: Mapping[RunKey, str]) -> Props:
     """Per judged pair, the properties of its two run items, keyed by (classname, name).
 
-    ``reps`` gives each suite's repetitions (item names carry the rep when > 1)."""
-    ids = model_ids(tuple(models))
+    ``names`` are the run items' names by run (:func:`run_key`), as their reports gave
+    them: a run without an item of its own (``--skill-court-items skill``) has none."""
     props: Props = {}
     for o in outcomes:
         classname = o.target.suite_rel.replace("/", ".")
@@ -138,8 +201,9 @@ def pair_properties(outcomes: Sequence[Outcome], models: Sequence[str],
             else:
                 got = {ARM_WITH: "none", ARM_WITHOUT: "none"}
             for arm in ARMS:
-                name = run_item_name(pj.task, arm, pj.rep, reps.get(o.target.suite_rel, 1),
-                                     ids[o.target.model], len(models))
+                name = names.get((o.target.suite_rel, o.target.model, pj.task, pj.rep, arm))
+                if name is None:
+                    continue
                 props[(classname, name)] = [
                     ("outcome", got[arm]), ("outcome_source", "judge"),
                     ("judge_winner", winner or "none"),

@@ -182,21 +182,17 @@ class Progress:
             self._flight[nodeid] = self._clock()
         self._ensure_thread()
 
-    def finished(self, nodeid: str, props: dict[str, Any]) -> None:
+    def finished(self, nodeid: str, runs: int = 1, cached: int = 0, tokens: int = 0,
+                 spend: float = 0.0) -> None:
+        """An item that ended: ``runs`` runs done (a ``runs[MODEL]`` item's are several),
+        ``cached`` of them from the cache, with their tokens and USD."""
         with self._lock:
             if self._flight.pop(nodeid, None) is None:
                 return
-            try:
-                if "runs" in props:  # one skill's runs on one model (--skill-court-items skill)
-                    self.done += int(str(props["runs"]))
-                    self.cached += int(str(props.get("cached_runs") or 0))
-                else:
-                    self.done += 1
-                    self.cached += props.get("cached") == "true"
-                self.tokens += int(props.get("tokens") or 0)
-                self.spend += float(props.get("cost_usd") or 0.0)
-            except (TypeError, ValueError):
-                pass
+            self.done += runs
+            self.cached += cached
+            self.tokens += tokens
+            self.spend += spend
 
     def forget(self, nodeid: str) -> None:
         """An item that ended without a run (skipped before it started, say)."""

@@ -23,7 +23,7 @@ import pytest
 # Imported before any in-process pytester run: one first imported inside it is dropped from
 # sys.modules afterwards while the package keeps the old object, which confuses later tests.
 import pytest_skillcourt.sandbox
-import pytest_skillcourt.plugin.session  # noqa: F401
+import pytest_skillcourt.plugin.controller  # noqa: F401
 from pytest_skillcourt.engine import appeal as ap
 from pytest_skillcourt.cli import main
 from pytest_skillcourt.core.locks import acquire

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 import pytest_skillcourt.sandbox
-import pytest_skillcourt.plugin.session  # noqa: F401  # imported before any in-process pytester run
+import pytest_skillcourt.plugin.controller  # noqa: F401  # imported before any in-process pytester run
 from pytest_skillcourt.cli import main
 from pytest_skillcourt.core.store import Store
 from tests.support.appeal_drafts import BAD, SKILL, good_draft, original_md

@@ -224,12 +224,12 @@ def test_a_lookup_that_raises_fails_its_item_through_the_full_protocol(
     project(pytester, server.base_url)
     court(pytester, monkeypatch).assert_outcomes(passed=7)
     pytester.makeconftest(WITNESS + '''
-from pytest_skillcourt.plugin.session import SkillCourt
+from pytest_skillcourt.plugin.court import Court
 
 def boom(self, item):
     raise RuntimeError("the context could not be made")
 
-SkillCourt.run_context = boom
+Court.run_context = boom
 ''')
     broken = court(pytester, monkeypatch, "--skill-court-fail-on", "never")
     assert broken.ret == pytest.ExitCode.TESTS_FAILED, broken.stdout.str()

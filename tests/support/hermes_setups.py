@@ -112,7 +112,7 @@ def make_ctx(tmp: Path, profile: Path | None, arm: str, *, disabled: tuple[str, 
 
 def test_gateway(run_settings: Settings) -> SessionGateway:
     """A session's gateway for a context made by hand (started on first use, stopped when
-    the test process ends), as ``SkillCourt`` gives each of its runs."""
+    the test process ends), as the court (``plugin/court.py``) gives each of its runs."""
     holder = SessionGateway(lambda: start_gateway(run_settings))
     atexit.register(holder.close)
     return holder

@@ -75,9 +75,9 @@ def test_the_status_names_the_oldest_run_in_flight_and_the_totals() -> None:
     p.started("skills_tests/a.yaml::t1[without]")
     clock.now += 9
     assert p.status() == "a t1[with] 14s +1 more | 0 done | 0 tok | $0.0000"
-    p.finished("skills_tests/a.yaml::t1[with]", {"tokens": "1500", "cost_usd": "0.0025", "cached": "false"})
-    p.finished("skills_tests/a.yaml::t1[without]", {"tokens": 300, "cost_usd": "", "cached": "true"})
-    p.finished("skills_tests/a.yaml::t1[without]", {"tokens": 300})  # a second report of one run: once
+    p.finished("skills_tests/a.yaml::t1[with]", tokens=1500, spend=0.0025)
+    p.finished("skills_tests/a.yaml::t1[without]", tokens=300, cached=1)
+    p.finished("skills_tests/a.yaml::t1[without]", tokens=300)  # a second report of one run: once
     assert p.status() == "2 done (1 cached) | 1.8k tok | $0.0025"
     p.close()
 
@@ -182,8 +182,7 @@ def test_a_runs_item_counts_every_run_it_did() -> None:
     """``--skill-court-items skill``: one item stands for its runs in the counts."""
     p, _, _ = progress(tty=True)
     p.started("skills_tests/a.yaml::runs[test-model]")
-    p.finished("skills_tests/a.yaml::runs[test-model]",
-               {"runs": 12, "cached_runs": "10", "tokens": 2400, "cost_usd": "0.001000"})
+    p.finished("skills_tests/a.yaml::runs[test-model]", runs=12, cached=10, tokens=2400, spend=0.001)
     assert p.status() == "12 done (10 cached) | 2.4k tok | $0.0010"
     p.close()
 

@@ -131,7 +131,8 @@ def test_step_summary_and_html_and_junit_from_values(tmp_path: Path) -> None:
     page = render_html(trial_data(result))
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
     assert "Question t1" in page
-    props = pair_properties(result.outcomes, result.models, {result.outcomes[0].target.suite_rel: 1})
+    names = {("skills_tests/house-format.yaml", "custom/m", "t1", 1, arm): f"t1[{arm}]" for arm in ("with", "without")}
+    props = pair_properties(result.outcomes, names)
     with_props = dict(props[("skills_tests.house-format.yaml", "t1[with]")])
     assert with_props["outcome"] == "failure" and with_props["judge_winner"] == "without"
     assert dict(props[("skills_tests.house-format.yaml", "t1[without]")])["outcome"] == "success"

@@ -27,13 +27,14 @@ def _loaded_after(code: str) -> set[str]:
 
 
 def test_importing_the_session_leaves_the_controllers_and_a_runs_modules_unloaded() -> None:
-    loaded = _loaded_after("import pytest_skillcourt.plugin, pytest_skillcourt.plugin.session")
-    assert "pytest_skillcourt.plugin.session" in loaded  # the probe imported what it says
+    loaded = _loaded_after("import pytest_skillcourt.plugin, pytest_skillcourt.plugin.worker, "
+                           "pytest_skillcourt.plugin.controller")
+    assert "pytest_skillcourt.plugin.worker" in loaded  # the probe imported what it says
     assert sorted(m for m in NOT_AT_IMPORT if m in loaded) == []
 
 
 @pytest.mark.parametrize("module", ["pytest_skillcourt.engine.verdicts", "pytest_skillcourt.engine.run"])
 def test_the_probe_sees_a_module_that_is_imported(module: str) -> None:
     """The check above can fail: a module the session imported would be in the list."""
-    loaded = _loaded_after(f"import pytest_skillcourt.plugin.session, {module}")
+    loaded = _loaded_after(f"import pytest_skillcourt.plugin.worker, {module}")
     assert module in loaded
