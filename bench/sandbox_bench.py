@@ -12,17 +12,38 @@ Then T lifecycles with P in parallel (threads; the work is I/O-bound on the
 engine): wall time and time per run.  The local (bubblewrap) backend's
 lifecycle is timed too.  Without --image the busybox test image is built
 (tests/support/sandbox_image.py).
+
+Then whole runs (``execute_run``: the sandbox, the task's files, the agent, the check
+or the judge's capture, the teardown), each sample taken in turn so that drift hits
+all alike, against the test server (tests/support/llm_server.py), whose model answers
+at once; the table's rows say measured, goal, met or no:
+
+- a real-agent run (Claude Code, Codex; in Docker, the glibc test image,
+  tests/support/agent_image.py; a checked task with files) against the sandbox
+  floor (``docker run --rm IMAGE true`` on that image) plus the agent's own
+  start-up measured alone (the same CLI on the host, one prompt answered by the
+  same server, its HOME outside the temp dir as /root is in the sandbox).
+  Goal: run <= 1.5x (floor + agent alone).
+- a checked run against the same run unchecked (the judge's file capture instead
+  of the check), less the unchecked run's wait for the next whole second
+  (``mark_run_start``: what keeps the task's files out of the capture, time the
+  run spends asleep, not working).  Goal: checked <= 1.25x unchecked.  The
+  built-in agent (a model that answers at once: the run is all sandbox work, the
+  worst case) on both backends, and Claude Code on Docker.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -86,6 +107,193 @@ def floor(image: str) -> dict[str, float]:
 
 
 FLOOR_CONTAINER = "skillcourt-bench-floor"
+
+
+#: The check of the bench's checked task: the answer the test server's model gives.
+RUN_CHECK = 'grep -qx TOTAL-1 "$SKILL_COURT_ANSWER"'
+
+
+class AgentBench:
+    """Whole runs through ``execute_run`` against the test server (see the module docstring)."""
+
+    def __init__(self, work: str, base_url: str, image: str) -> None:
+        from tests.support.builders import write_skill
+
+        self.work, self.base_url, self.image = work, base_url, image
+        write_skill(Path(work) / "skills", "house-format", "How we format totals", body="Write totals as TOTAL-<n>.")
+        self.waits: list[float] = []
+        self._patch_wait()
+        self._gateways: dict[str, object] = {}
+
+    def _patch_wait(self) -> None:
+        """Time ``mark_run_start``'s sleep (taken out of unchecked runs)."""
+        from pytest_skillcourt.engine import run as run_module
+
+        real = run_module.mark_run_start
+        waits = self.waits
+
+        def timed_mark() -> float:
+            mark = time.perf_counter()
+            try:
+                return real()
+            finally:
+                waits.append(time.perf_counter() - mark)
+
+        run_module.mark_run_start = timed_mark
+
+    def context(self, agent: str, backend: str, check: bool):  # type: ignore[no-untyped-def]
+        from pytest_skillcourt.agent.context import RunContext
+        from pytest_skillcourt.core.settings import AgentChoice
+        from pytest_skillcourt.core.skills import load_library
+        from pytest_skillcourt.core.suite import Suite, Task
+        from tests.support.builders import model_spec, settings
+        from tests.support.hermes_setups import test_gateway
+
+        root = Path(self.work)
+        files = tuple((path.removeprefix("/workspace/"), data.decode()) for path, data in TASK_FILES.items())
+        task = Task(id="t1", prompt="Question 1: give the total of data/input.csv.",
+                    check=RUN_CHECK if check else None, files=files)
+        suite = Suite(path=root / "skills_tests" / "house-format.yaml", skill="house-format", tasks=(task,))
+        run_settings = settings(root, agent=AgentChoice(agent), sandbox=backend, base_url=self.base_url,
+                                image=self.image, timeout=120.0)
+        if agent not in self._gateways:
+            self._gateways[agent] = test_gateway(run_settings)
+        return RunContext(settings=run_settings, library=load_library(root / "skills"), suite=suite,
+                          suite_rel="skills_tests/house-format.yaml", task=task, arm="with", rep=1,
+                          model=model_spec(self.base_url), trial="bench", backend=backend,
+                          image=self.image if backend == "docker" else "unused", image_id="bench",
+                          gateway=self._gateways[agent])
+
+    def run(self, ctx) -> float:  # type: ignore[no-untyped-def]
+        """Seconds of one run of ``ctx`` (an unchecked run's capture wait taken out)."""
+        from pytest_skillcourt.engine.run import execute_run
+
+        self.waits.clear()
+        mark = time.perf_counter()
+        rec = execute_run(ctx, run_id=f"bench-{time.monotonic_ns()}", key="bench")
+        took = time.perf_counter() - mark - sum(self.waits)
+        want = True if ctx.task.check else None
+        if rec.status != "answered" or rec.outcome is not want:
+            raise RuntimeError(f"bench run of {ctx.settings.agent.value} on {ctx.backend} went wrong: "
+                               f"{rec.status} {rec.outcome} {rec.error} {rec.check_output}")
+        return took
+
+
+def agent_alone_s(agent: str, binary: str, base_url: str, home: str) -> float:
+    """Seconds of the agent's CLI alone on the host (no sandbox, no gateway): one prompt,
+    answered by the test server, as the runner asks it (``-p --output-format json``;
+    ``exec --json``)."""
+    from tests.support.agent_clis import claude_env, codex_env
+
+    if agent == "claude-code":
+        env = claude_env(home, base_url)
+        argv = [binary, "-p", "--output-format", "json", "--model", "test-model"]
+    else:
+        env = codex_env(home, base_url)
+        argv = [binary, "exec", "--json", "--skip-git-repo-check", "--color", "never", "-"]
+    mark = time.perf_counter()
+    done = subprocess.run(argv, input=b"Question 1: give the total.", env=env, cwd=home,
+                          capture_output=True, timeout=120)
+    took = time.perf_counter() - mark
+    if done.returncode != 0 or b"TOTAL-1" not in done.stdout:
+        raise RuntimeError(f"{agent} alone failed ({done.returncode}): {done.stderr[-500:]!r}")
+    return took
+
+
+def docker_floor_s(image: str) -> float:
+    """Seconds of ``docker run --rm --network none IMAGE true``."""
+    mark = time.perf_counter()
+    _docker("run", "--rm", "--network", "none", image, "true")
+    return time.perf_counter() - mark
+
+
+def run_rows(runs: int, docker_ok: bool, local_ok: bool) -> tuple[list[tuple[str, str, str, str]], bool]:
+    """The whole-run rows (see the module docstring): (row, measured, goal, met) each,
+    and whether every goal measured was met."""
+    from tests.support.agent_clis import claude_binary, codex_binary
+    from tests.support.llm_server import LLMServer, Reply
+
+    claude, codex = claude_binary(), codex_binary()
+    image = ""
+    if docker_ok and claude is not None:
+        from tests.support.agent_image import ensure_agent_image
+
+        image = ensure_agent_image(str(claude))
+    elif docker_ok:
+        from tests.support.sandbox_image import ensure_test_image
+
+        image = ensure_test_image()
+    agents = {name: str(binary) for name, binary in (("claude-code", claude), ("codex", codex))
+              if binary is not None and docker_ok}
+    for name, binary in agents.items():
+        os.environ["SKILL_COURT_CLAUDE" if name == "claude-code" else "SKILL_COURT_CODEX"] = binary
+    work = tempfile.mkdtemp(prefix="skillcourt-bench-runs-", dir="/tmp")
+    os.chmod(work, 0o755)
+    alone_base = tempfile.mkdtemp(prefix="skillcourt-bench-alone-", dir=os.path.expanduser("~"))
+    samples: dict[str, list[float]] = {}
+
+    def take(key: str, fn) -> None:  # type: ignore[no-untyped-def]
+        samples.setdefault(key, []).append(fn())
+
+    try:
+        with LLMServer(lambda request: Reply(content="TOTAL-1", input_tokens=10, output_tokens=5)) as server:
+            bench = AgentBench(work, server.base_url, image)
+            plan: list[tuple[str, object]] = []
+            if docker_ok:
+                plan.append(("floor", lambda: docker_floor_s(image)))
+                for name, binary in agents.items():
+                    # Not under the temp dir: Codex skips some of its start-up there ("Refusing to
+                    # create helper binaries under temporary dir"); in the sandbox HOME is /root.
+                    home = tempfile.mkdtemp(prefix="skillcourt-bench-alone-", dir=alone_base)
+                    plan.append((f"{name} alone", lambda n=name, b=binary, h=home: agent_alone_s(n, b, server.base_url, h)))
+                    ctx = bench.context(name, "docker", check=True)
+                    plan.append((f"{name} docker checked", lambda c=ctx: bench.run(c)))
+                if "claude-code" in agents:
+                    ctx = bench.context("claude-code", "docker", check=False)
+                    plan.append(("claude-code docker unchecked", lambda c=ctx: bench.run(c)))
+            backends = (["docker"] if docker_ok else []) + (["local"] if local_ok else [])
+            for backend in backends:
+                for check in (True, False):
+                    ctx = bench.context("builtin", backend, check=check)
+                    plan.append((f"builtin {backend} {'checked' if check else 'unchecked'}",
+                                 lambda c=ctx: bench.run(c)))
+            for key, fn in plan:  # warm: images, binaries, the gateway, the page cache
+                fn()  # type: ignore[operator]
+            for _ in range(runs):  # one sample of each in turn: drift hits all alike
+                for key, fn in plan:
+                    take(key, fn)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(alone_base, ignore_errors=True)
+
+    med = {key: statistics.median(values) for key, values in samples.items()}
+    rows: list[tuple[str, str, str, str]] = []
+    ok = True
+    for name in agents:
+        run, alone, floor_s = med[f"{name} docker checked"], med[f"{name} alone"], med["floor"]
+        goal = 1.5 * (floor_s + alone)
+        met = run <= goal
+        ok &= met
+        rows.append((f"{name} run, docker, checked task", f"{run * 1000:.0f} ms ({run / (floor_s + alone):.2f}x)",
+                     f"<= 1.5 x (floor {floor_s * 1000:.0f} + alone {alone * 1000:.0f}) = {goal * 1000:.0f} ms",
+                     "met" if met else "no"))
+    pairs = [(f"builtin {b}", f"built-in agent, {b}") for b in backends]
+    if "claude-code" in agents:
+        pairs.append(("claude-code docker", "claude-code, docker"))
+    for key, label in pairs:
+        checked, unchecked = med[f"{key} checked"], med[f"{key} unchecked"]
+        ratio = checked / unchecked
+        met = ratio <= 1.25
+        ok &= met
+        rows.append((f"checked / unchecked run, {label}",
+                     f"{checked * 1000:.0f} / {unchecked * 1000:.0f} ms = {ratio:.2f}x", "<= 1.25x",
+                     "met" if met else "no"))
+    for name in ("claude-code", "codex"):
+        if name not in agents:
+            rows.append((f"{name} run", "not measured: "
+                         + ("no Docker engine" if not docker_ok else f"{name} is not installed (tests/run_all.sh)"),
+                         "<= 1.5 x (floor + alone)", "-"))
+    return rows, ok
 
 
 def _median_table(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -163,7 +371,18 @@ def main(argv: list[str] | None = None) -> int:
                 wall = time.perf_counter() - mark
             print(f"  {args.total} in parallel x{args.parallel}: wall {wall:.2f} s, "
                   f"per run {_fmt(wall / args.total)}")
-    return 0
+
+    from pytest_skillcourt.sandbox.local import probe as local_probe
+
+    rows, ok = run_rows(args.runs, True, not args.skip_local and not local_probe())
+    print(f"\nwhole runs (execute_run), median of {args.runs}")
+    print(f"  {'row':46s} {'measured':30s} {'goal':44s} met")
+    for row in rows:
+        print(f"  {row[0]:46s} {row[1]:30s} {row[2]:44s} {row[3]}")
+    print("\n| row | measured | goal | met |\n|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
