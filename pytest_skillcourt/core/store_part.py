@@ -6,11 +6,17 @@ column; and :func:`valid_text`, text as SQLite can store it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from pytest_skillcourt.core.store import GuardedConnection
+
+class GuardedConnection(Protocol):
+    """What a part uses of the store's connection (:class:`~.store.GuardedConnection`)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
 
 def valid_text(text: str) -> str:

@@ -12,54 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_skillcourt.gateway.dialect import non_negative_float
 from pytest_skillcourt.gateway.dialect_registry import dialect
-from pytest_skillcourt.gateway.recording import MAX_KEPT_BYTES, CallRecord
+from pytest_skillcourt.gateway.limits import PriceFn, RunLimits
+from pytest_skillcourt.gateway.recording import CallRecord
 from pytest_skillcourt.gateway.refusal import REFUSAL_STATUS, Refused
-from pytest_skillcourt.models.client import ModelSpec
 
 if TYPE_CHECKING:
     from pytest_skillcourt.gateway.grants import Run
-
-#: Model calls a run may make unless its limits say otherwise (the built-in agent's iteration limit).
-DEFAULT_MAX_CALLS = 60
-#: Uncounted calls (model listing, token counting) a run may make: four per model call.
-DEFAULT_MAX_AUX_CALLS = 4 * DEFAULT_MAX_CALLS
-
-#: ``price(model, input_tokens, output_tokens, reported_cost) -> USD or None (not priced)``.
-#: ``model`` is the run's model with ``name`` set to the model the request named.
-PriceFn = Callable[[ModelSpec, int, int, float | None], float | None]
-
-
-@dataclass(frozen=True)
-class RunLimits:
-    """What one run may spend.
-
-    The budget check before each model call is ``spent_usd() + this run's
-    cost so far >= budget_usd``: refused.  ``spent_usd`` is the session's
-    spend outside this run (the store's, say); calls already in flight may
-    take the run past the budget by their own cost.
-    """
-
-    max_calls: int = DEFAULT_MAX_CALLS
-    #: uncounted calls (``/v1/models``, ``/v1/messages/count_tokens``) the run may make
-    max_aux_calls: int = DEFAULT_MAX_AUX_CALLS
-    #: estimated bytes of bodies the run's record may keep (see :data:`MAX_KEPT_BYTES`)
-    max_kept_bytes: int = MAX_KEPT_BYTES
-    budget_usd: float | None = None
-    spent_usd: Callable[[], float] | None = None
-    #: send the run's model name instead of the one the agent wrote
-    rewrite_model: bool = False
-    #: ``time.monotonic()`` from which every chat completion of the run gets
-    #: :attr:`wrap_up` as a last user message and ``tool_choice: "none"``
-    #: (for an agent that has no wrap-up of its own near its timeout)
-    wrap_up_at: float | None = None
-    wrap_up: str = ""
-
 
 def _closed() -> Refused:
     return Refused(401, "closed", "this run is closed; its token is revoked")

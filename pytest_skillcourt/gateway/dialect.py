@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_skillcourt.gateway.budget import RunLimits
+    from pytest_skillcourt.gateway.limits import RunLimits
 
 #: ``(usage, reply, error)`` of a provider's answer: its usage object as sent (None: none),
 #: the assistant message in the OpenAI chat shape, and the provider's error text.

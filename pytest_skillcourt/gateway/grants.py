@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_skillcourt.gateway.budget import RunLimits
+from pytest_skillcourt.gateway.limits import RunLimits
 from pytest_skillcourt.gateway.recording import RECORD_BYTES, CallRecord, RunRecording
 from pytest_skillcourt.models.client import ModelSpec
 

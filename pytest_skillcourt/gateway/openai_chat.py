@@ -27,7 +27,7 @@ from pytest_skillcourt.gateway.dialect import (
 )
 
 if TYPE_CHECKING:
-    from pytest_skillcourt.gateway.budget import RunLimits
+    from pytest_skillcourt.gateway.limits import RunLimits
 
 CHAT = "chat"
 

@@ -71,7 +71,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.gateway.budget import PriceFn, RunLimits, account, admit, admit_aux, done, precheck
+from pytest_skillcourt.gateway.budget import account, admit, admit_aux, done, precheck
+from pytest_skillcourt.gateway.limits import PriceFn, RunLimits
 from pytest_skillcourt.gateway.dialect import Dialect
 from pytest_skillcourt.gateway.dialect_registry import aux_post, error_dialect, model_call
 from pytest_skillcourt.gateway.forwarder import FORWARDER_PORT

@@ -2,7 +2,7 @@
 (:class:`RunRecording`), and the conversation rebuilt from them (:func:`to_transcript`).
 
 A request's parsed JSON and the reply are kept while the run's record has room:
-at most :data:`MAX_KEPT_BYTES` (estimated, :func:`kept_size`) of bodies; past it
+at most :data:`~.limits.MAX_KEPT_BYTES` (estimated, :func:`kept_size`) of bodies; past it
 bodies are replaced by a marker and refusals and uncounted calls are only
 counted (:attr:`RunRecording.truncated`); tokens, cost and limits stay exact.
 Uncounted calls and refused calls keep no body.
@@ -18,9 +18,6 @@ from typing import Any
 from pytest_skillcourt.gateway.dialect import text_of
 from pytest_skillcourt.gateway.dialect_registry import dialect
 
-#: What a run's record may hold, in estimated bytes of parsed JSON (:func:`kept_size`); past it
-#: request and response bodies are replaced by a marker and refusals are only counted.
-MAX_KEPT_BYTES = 128 * 1024 * 1024
 #: What one recorded exchange costs its run's record without bodies (estimated).
 RECORD_BYTES = 1024
 

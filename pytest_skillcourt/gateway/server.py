@@ -27,14 +27,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_skillcourt.gateway.refusal import Refused
 
 if TYPE_CHECKING:
     from pytest_skillcourt.gateway.dialect import Dialect
     from pytest_skillcourt.gateway.grants import Run
-    from pytest_skillcourt.gateway.proxy import Gateway
 
 #: A request body over this is refused 413, unread.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
@@ -63,6 +62,20 @@ class UnixListener:
 
 
 Listener = TcpListener | UnixListener
+
+
+class Gateway(Protocol):
+    """What the listeners ask of the gateway they serve (:class:`~.proxy.Gateway`): its
+    connection caps and deadlines, one request to handle, an error to record."""
+
+    max_connections: int
+    max_unauthenticated: int
+    header_timeout: float
+    client_timeout: float
+
+    def _handle(self, handler: Handler) -> None: ...
+
+    def _internal_error(self, text: str) -> None: ...
 
 
 class _ServerMixin:
