@@ -105,6 +105,10 @@ FORWARDER_POLL_S = 0.01
 EXEC_SLACK_S = FORWARDER_START_S + 15
 #: Where the run's exec keeps its own files (outside /workspace and /root: never captured).
 RUN_DIR = "/tmp/skill-court"
+#: The forwarder's output, where its ``ready`` line comes.
+FORWARDER_LOG = f"{RUN_DIR}/forwarder.log"
+#: The forwarder's pid, when ``Sandbox.start_detached`` started it.
+FORWARDER_PID = f"{RUN_DIR}/forwarder.pid"
 #: What the agent's stdout and stderr are cut at.
 OUTPUT_LIMIT = 1024 * 1024
 #: The PATH of the local sandbox (which shows this host's system folders).
@@ -340,38 +344,52 @@ class AgentRun:
         return ""
 
 
-def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: str) -> str:
-    """The exec: start the forwarder, wait until it listens, run the agent under ``timeout -k``.
+def _forwarder_start(forwarder: list[str]) -> str:
+    """What starts the forwarder on its own (``Sandbox.start_detached``): it notes its
+    pid for the run's exec, then becomes the forwarder, its output in the log."""
+    return (f"mkdir -p {RUN_DIR} && exec >{FORWARDER_LOG} 2>&1 && echo $$ >{FORWARDER_PID} && "
+            f"exec {shlex.join(forwarder)}")
+
+
+def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: str,
+            started: bool = False) -> str:
+    """The exec: start the forwarder (unless ``started``: then ``_forwarder_start`` already
+    did, beside the writing of the run's files), wait until it listens, run the agent
+    under ``timeout -k``.
 
     The wait looks for the forwarder's ``ready`` line with the shell's own ``read``
     (any line of its log: a warning may come first) every :data:`FORWARDER_POLL_S`
     (it listens some 25 ms after it starts), so a turn costs one ``sleep``, never a
     ``grep``."""
-    log = f"{RUN_DIR}/forwarder.log"
+    log = FORWARDER_LOG
+    start = (["fwd="] if started else  # no log of an earlier forwarder of the sandbox's: a fresh one
+             [f"rm -f {log}", f"{shlex.join(forwarder)} >{log} 2>&1 &", "fwd=$!"])
     return "\n".join([
         f"mkdir -p {RUN_DIR}",
-        f"{shlex.join(forwarder)} >{log} 2>&1 &",
-        "fwd=$!",
+        *start,
         "listens() {",
         f"  [ -f {log} ] || return 1",
         "  while IFS= read -r line; do case $line in ready*) return 0 ;; esac; done <" + log,
         "  return 1",
         "}",
         "n=0",
-        "until listens; do",
-        "  if ! kill -0 $fwd 2>/dev/null; then",
+        # started beside: its log is its own once its pid is there (the pid file goes at the end)
+        "until listens; do" if not started else "until [ -n \"$fwd\" ] && listens; do",
+        *([f"  [ -n \"$fwd\" ] || read -r fwd 2>/dev/null <{FORWARDER_PID}"] if started else []),
+        "  if [ -n \"$fwd\" ] && ! kill -0 $fwd 2>/dev/null; then",
         f"    echo \"skill-court: the gateway forwarder did not start: $(cat {log})\" >&2; exit {FORWARDER_FAILED}",
         "  fi",
         "  n=$((n+1))",
         f"  if [ $n -gt {round(FORWARDER_START_S / FORWARDER_POLL_S)} ]; then",
         f"    echo 'skill-court: the gateway forwarder did not listen within {FORWARDER_START_S} s' >&2",
-        f"    kill $fwd; exit {FORWARDER_FAILED}",
+        f"    [ -z \"$fwd\" ] || kill $fwd; exit {FORWARDER_FAILED}",
         "  fi",
         f"  sleep {FORWARDER_POLL_S} 2>/dev/null || sleep 1",
         "done",
         f"timeout -k 5 {max(1, math.ceil(timeout))} {shlex.join(agent)} <{shlex.quote(stdin_path)}",
         "code=$?",
         "kill $fwd 2>/dev/null",
+        *([f"rm -f {FORWARDER_PID}"] if started else []),
         "exit $code",
     ])
 
@@ -403,9 +421,13 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
         raise SandboxError(f"{sandbox!r} has no gateway folder: the runner's sandbox_needs(ctx) must ask for one")
     settings = ctx.settings
     gateway = session_gateway(ctx)
+    forwarder = forwarder_argv(python=python)
+    # Where the sandbox allows it (Docker), the forwarder starts now, on its own: it
+    # reaches the gateway per connection, and starts up while the files are written.
+    started = sandbox.start_detached(_forwarder_start(forwarder))
     run_id = f"{ctx.trial}:{ctx.suite.skill}:{ctx.task.id}:{ctx.arm}:{ctx.rep}:{secrets.token_hex(6)}"
-    started = time.monotonic()
-    run_limits = limits(started) if limits is not None else RunLimits(
+    began = time.monotonic()
+    run_limits = limits(began) if limits is not None else RunLimits(
         max_calls=settings.max_iterations, budget_usd=settings.budget, spent_usd=ctx.spent_usd,
         rewrite_model=True)
     grant = gateway.open_run(run_id, ctx.model, run_limits,
@@ -416,13 +438,13 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
         written = files(grant) if callable(files) else files
         sandbox.write_files({**written, stdin_path: stdin}, executable=executable_of(written))
         argv = command(grant) if callable(command) else command
-        result = sandbox.exec(_script(forwarder_argv(python=python), argv, ctx.timeout, stdin_path),
+        result = sandbox.exec(_script(forwarder, argv, ctx.timeout, stdin_path, started),
                               timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),
                               output_limit=OUTPUT_LIMIT)
     finally:
         recording = gateway.close_run(run_id)
     return AgentRun(exec=result, recording=recording, timeout=ctx.timeout,
-                    elapsed_s=time.monotonic() - started)
+                    elapsed_s=time.monotonic() - began)
 
 
 def classify(run: AgentRun, *, answer: str | None, detail: str = "") -> tuple[str, str | None]:

@@ -266,6 +266,18 @@ class Sandbox(abc.ABC):
             SandboxError: the files could not be written.
         """
 
+    def start_detached(self, command: str) -> bool:
+        """Start ``command`` with ``sh -c`` and return at once, without waiting for it or
+        reading its output, where every exec of the sandbox shares one network namespace
+        and a process may outlive its exec (Docker): True.  This fallback starts
+        nothing and says False (bubblewrap: each exec has namespaces of its own, and its
+        processes die with it).
+
+        Raises:
+            SandboxError: it could not be started (never in this fallback).
+        """
+        return False
+
     def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
         """``write_files``, which a backend whose every write is a round trip (Docker)
         may hold back and make together with the next ``write_files`` (one archive

@@ -566,6 +566,21 @@ class DockerSandbox(Sandbox):
             if not quiet:
                 raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
 
+    def start_detached(self, command: str) -> bool:
+        """A detached exec of ``sh -c command`` (no timeout: it ends with the container
+        at the latest); the files ``write_files_later`` holds stay held."""
+        import docker.errors
+
+        if self._closed or self.id is None:
+            raise SandboxError(f"docker sandbox {self.name}: exec after close")
+        try:
+            exec_id = self._api.exec_create(self.id, ["sh", "-c", command], stdout=False, stderr=False,
+                                            workdir="/workspace")["Id"]
+            self._api.exec_start(exec_id, detach=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: exec failed: {exc}") from exc
+        return True
+
     def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
         """Queue ``files`` for the next ``write_files`` (one archive for both: each
         ``put_archive`` is an engine round trip of its own), or for the next exec,

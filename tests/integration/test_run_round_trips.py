@@ -181,3 +181,19 @@ def test_the_agents_sandbox_is_removed_while_the_check_runs(
     assert rec.status == ANSWERED and rec.outcome is True, (rec.error, rec.check_output)
     assert seen_alone.is_set(), "the agent's sandbox was still there during the whole check"
     assert sandboxes() == []
+
+
+def test_a_detached_command_outlives_its_start_on_docker_only(backend: str) -> None:
+    """``start_detached``: the agent's forwarder starts while the run's files are written
+    (``agent/sandboxed.run_agent``), on Docker, whose execs share the container; bubblewrap
+    starts nothing (an exec's processes die with it) and the run's exec starts it."""
+    with open_sandbox(backend, _spec(backend)) as sb:
+        sb.write_files_later({"/workspace/held": b"x"})
+        started = sb.start_detached("echo $$ > /tmp/detached.pid; exec sleep 60")
+        assert started is (backend == "docker")
+        if started:
+            done = sb.exec('for i in $(seq 100); do [ -s /tmp/detached.pid ] && break; sleep 0.1; done; '
+                           'kill -0 "$(cat /tmp/detached.pid)" && cat held', timeout=30)
+            assert done.ok and done.stdout == "x", done  # alive, and the held file written since
+        else:
+            assert sb.exec("test -e /tmp/detached.pid", timeout=30).exit_code == 1
