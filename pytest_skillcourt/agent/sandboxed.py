@@ -16,7 +16,10 @@ else (docs/architecture.md, "Agents inside the sandbox"):
    the socket accepts this run's token only), writes the agent's files, and
    runs one exec in the sandbox: the forwarder (``gateway.FORWARDER_SOURCE``,
    run by the image's ``python3``) listening on the sandbox's own loopback,
-   then the agent under ``timeout -k`` with the prompt on its stdin.  The
+   then the agent under ``timeout -k`` with the prompt on its stdin.  Where
+   the sandbox's execs share one network namespace (Docker:
+   ``Sandbox.start_detached``), the forwarder is started on its own before the
+   files are written, and the exec waits for it instead.  The
    gateway run is closed afterwards (its token revoked) and its recording is
    the run's transcript, tokens, cost and call count.
 3. :func:`classify` and :func:`agent_result` turn the recording and the
