@@ -15,13 +15,15 @@ and operating-system litter (``.DS_Store`` ...) is left out.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime
 import difflib
 import hashlib
 import json
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -31,6 +33,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from pytest_skillcourt.core import safe_yaml
+from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.trees import TreeError, is_executable, tree_files
 
 SUITE_KEYS = ("skill", "image", "timeout", "reps", "setup", "tasks")
@@ -201,6 +204,21 @@ def load_suite(path: Path, skill_names: Collection[str] | None = None,
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SuiteError(path, f"cannot be read as UTF-8 text ({err})") from err
+    cache = _CACHE.get()
+    if cache is None:
+        return _parse_suite(path, text, skill_names, broken)
+    key = cache.key(text)
+    known = cache.suite(key, path, skill_names, broken)
+    if known is not None:
+        return known
+    suite = _parse_suite(path, text, skill_names, broken)
+    cache.put(key, suite)
+    return suite
+
+
+def _parse_suite(path: Path, text: str, skill_names: Collection[str] | None,
+                 broken: Mapping[str, str] | None) -> Suite:
+    """:func:`load_suite` of the text read from ``path``."""
     try:
         root, data = safe_yaml.load(text)
     except safe_yaml.YamlLimitError as err:
@@ -371,3 +389,152 @@ def _refuse_file_folder_clash(paths: list[tuple[str, str]], fail: Any) -> None:
             if folder in known:
                 raise fail(f"{known[folder]} is a file, but {what} needs {folder!r} to be a "
                            "folder; rename one of them")
+
+
+# -- the parsed-suite cache ------------------------------------------------------------------
+
+#: The file of parsed suites beside the store (``SuiteCache``).
+SUITE_CACHE_NAME = "suites.json"
+#: The layout of that file: another layout is ignored whole (and rewritten).
+SUITE_CACHE_FORMAT = 1
+#: Entries kept at most: past this, only the ones the last session used are written.
+SUITE_CACHE_LIMIT = 50_000
+
+_CACHE: contextvars.ContextVar[SuiteCache | None] = contextvars.ContextVar("suite_cache", default=None)
+
+
+@lru_cache(maxsize=1)
+def parser_digest() -> str:
+    """The parser's identity: the bytes of this module and of ``safe_yaml`` (the reading
+    and every rule of validation), PyYAML's version and whether its C parser is used.  An
+    entry made by another parser is never used."""
+    digest = hashlib.sha256()
+    for module in (__file__, safe_yaml.__file__):
+        try:
+            digest.update(Path(module).read_bytes())
+        except OSError:  # no source to tell one parser from another: a digest no file matches
+            return f"unreadable:{id(digest)}"
+    digest.update(f"\0{yaml.__version__}\0{safe_yaml.BASE_LOADER.__name__}".encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def using_cache(cache: SuiteCache | None) -> Iterator[None]:
+    """:func:`load_suite` within this block reads and fills ``cache`` (None: no cache)."""
+    token = _CACHE.set(cache)
+    try:
+        yield
+    finally:
+        _CACHE.reset(token)
+
+
+class SuiteCache:
+    """Suites already parsed and found valid, by the sha256 of their text and the parser
+    (:func:`parser_digest`), kept in one JSON file beside the store: a suite file whose
+    text is unchanged is neither YAML-parsed nor validated again (about a fifth of
+    collecting 2,000 suites, ``bench/perf_bench.py`` scale).
+
+    Only what depends on the text alone is kept: a suite with a fixture folder (whose
+    files may change) or one that fails is parsed every time, and the checks against the
+    library (its skill exists, is not broken) are made on every use.  The file is read
+    once and never trusted over a suite file: an entry is only found by the sha256 of the
+    text just read, and an unreadable, foreign (another format or parser) or malformed
+    file or entry is ignored, the suite parsed, the file rewritten.  Written atomically at
+    the session's end, and only into a folder that exists (``--co`` makes no store)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._entries: dict[str, Any] | None = None
+        self._used: dict[str, Any] = {}
+        self._changed = False
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def _loaded(self) -> dict[str, Any]:
+        if self._entries is None:
+            self._entries = {}
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = None
+            if (isinstance(data, dict) and data.get("format") == SUITE_CACHE_FORMAT
+                    and data.get("parser") == parser_digest() and isinstance(data.get("suites"), dict)):
+                self._entries = data["suites"]
+            else:
+                self._changed = self.path.exists()  # a foreign or broken file is replaced
+        return self._entries
+
+    def suite(self, key: str, path: Path, skill_names: Collection[str] | None,
+              broken: Mapping[str, str] | None) -> Suite | None:
+        """The suite of this text at ``path``, if it is cached and still passes the checks
+        against the library (None: parse it, which also words any error)."""
+        entry = self._loaded().get(key)
+        if entry is None:
+            return None
+        try:
+            suite = _suite_of(entry, path)
+        except (TypeError, ValueError, KeyError):
+            self._changed = True
+            return None
+        if (broken and suite.skill in broken) or (skill_names is not None and suite.skill not in skill_names):
+            return None
+        self._used[key] = entry
+        return suite
+
+    def put(self, key: str, suite: Suite) -> None:
+        if any(task.fixtures is not None for task in suite.tasks):
+            return
+        entry = {"skill": suite.skill, "image": suite.image, "timeout": suite.timeout, "reps": suite.reps,
+                 "setup": suite.setup, "tasks": [[t.id, t.prompt, [list(f) for f in t.files], t.check, t.line]
+                                                 for t in suite.tasks]}
+        self._loaded()[key] = self._used[key] = entry
+        self._changed = True
+
+    def save(self) -> None:
+        """Write the file if an entry was added or a bad one found (never into a folder
+        that does not exist); an error writing it is left unsaid: it is only a cache."""
+        if not self._changed or not self.path.parent.is_dir():
+            return
+        entries = self._loaded()
+        if len(entries) > SUITE_CACHE_LIMIT:
+            entries = self._used
+        text = json.dumps({"format": SUITE_CACHE_FORMAT, "parser": parser_digest(), "suites": entries},
+                          ensure_ascii=False, separators=(",", ":"))
+        with contextlib.suppress(OSError, UnicodeEncodeError):
+            write_atomic(self.path, text)
+        self._changed = False
+
+
+def _text(value: Any, *, optional: bool = False) -> Any:
+    if (value is None and optional) or type(value) is str:
+        return value
+    raise TypeError(f"not text: {value!r}")
+
+
+def _suite_of(entry: Any, path: Path) -> Suite:
+    """The :class:`Suite` of a cache entry, every part checked for its type.
+
+    Raises:
+        TypeError, ValueError, KeyError: the entry is not one :meth:`SuiteCache.put` makes.
+    """
+    if type(entry) is not dict:
+        raise TypeError("not a mapping")
+    timeout, reps, raw_tasks = entry["timeout"], entry["reps"], entry["tasks"]
+    if timeout is not None and type(timeout) is not float:
+        raise TypeError("timeout")
+    if reps is not None and type(reps) is not int:
+        raise TypeError("reps")
+    if type(raw_tasks) is not list or not raw_tasks:
+        raise TypeError("tasks")
+    tasks = []
+    for raw in raw_tasks:
+        task_id, prompt, files, check, line = raw
+        if type(files) is not list or (line is not None and type(line) is not int):
+            raise TypeError("task")
+        tasks.append(Task(id=_text(task_id), prompt=_text(prompt),
+                          files=tuple((_text(rel), _text(content)) for rel, content in files),
+                          check=_text(check, optional=True), line=line))
+    return Suite(path=path, skill=_text(entry["skill"]), tasks=tuple(tasks), image=_text(entry["image"], optional=True),
+                 timeout=timeout, reps=reps, setup=_text(entry["setup"], optional=True))

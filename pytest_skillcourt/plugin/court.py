@@ -26,7 +26,7 @@ from pytest_skillcourt.core.frozen import FrozenError, SuiteReader, SuiteSource
 from pytest_skillcourt.core.settings import DEFAULT_TASKS, FailOn, Settings
 from pytest_skillcourt.core.skills import Library, load_library
 from pytest_skillcourt.core.store import Store
-from pytest_skillcourt.core.suite import Suite
+from pytest_skillcourt.core.suite import SUITE_CACHE_NAME, Suite, SuiteCache, using_cache
 from pytest_skillcourt.core.trial import Outcome, SuiteFacts, Target, TrialResult, TrialRun
 from pytest_skillcourt.models.client import ModelSpec, resolve_model
 from pytest_skillcourt.models.llm import TokenBudget
@@ -85,6 +85,8 @@ class Court:
         self._suite_sources: dict[str, SuiteSource] = {}
         self._facts: dict[str, SuiteFacts] = {}
         self._reader: SuiteReader | None = None
+        #: suites parsed before, beside the store (``suite.SuiteCache``): saved at ``close``
+        self._suite_cache = SuiteCache(Path(self.settings.store).parent / SUITE_CACHE_NAME)
         self._store: Any = None  # a Store, behind a LockedStore with --skill-court-concurrency
         self._store_lock = threading.Lock()
         #: image -> its id, or the SandboxError that getting it raised
@@ -163,7 +165,9 @@ class Court:
         Raises:
             SuiteError, LibraryError, FrozenError: it cannot be read.
         """
-        suite, source = self.suite_reader().read(path, self.library())
+        library = self.library()
+        with using_cache(self._suite_cache):
+            suite, source = self.suite_reader().read(path, library)
         self._suite_sources[self.rel(path)] = source
         return suite
 
@@ -307,6 +311,7 @@ class Court:
             self.progress.close()
         if self._reader is not None:
             self._reader.close()
+        self._suite_cache.save()
         if self._store is not None:  # checkpoints the WAL, so court.db alone is complete
             self._store.close()
             self._store = None
