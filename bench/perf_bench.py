@@ -27,7 +27,9 @@ model calls and 1 exec whichever harness drives it.
   run item as a session records it, the court's own run key and reach digest, all in one
   transaction through ``Store.record_runs``), each in both item layouts (one item per
   run, the default, and ``--skill-court-items skill``, one per skill and model), each as
-  wall and CPU time and peak RSS of the whole pytest process.  At the goals' size (2,000
+  wall and CPU time and peak RSS of the whole pytest process, in a project that has run
+  the court before (its ``.skill-court`` folder holds the parsed suites; the first
+  ``--co``, which fills it, has its own row).  At the goals' size (2,000
   skills) each of them is held to ``RATIO_GOAL`` times pytest alone on the same tree (its
   skill folders walked) with as many empty items per suite file, collected or run and
   passing: ``GOAL_SAMPLES`` turns of pytest alone then ours, the median of the turns'
@@ -634,6 +636,12 @@ def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[
                 return got
             return one
 
+        # A project that has run the court before: its store's folder holds the parsed-suite
+        # cache (``suite.SuiteCache``).  The first --co fills it, shown as its own row.
+        (root / ".skill-court").mkdir(exist_ok=True)
+        first = collected((), n * LAYOUTS[0][2])()
+        rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks, one item per run (default): first collection "
+                        "(--co), no parsed suite kept yet", "-", first.line(), None))
         cos: dict[str, Measured | Paired] = {}
         for name, args, per_suite in LAYOUTS:
             ours = collected(args, n * per_suite)
