@@ -58,3 +58,20 @@ def test_only_a_large_session_freezes(thresholds, monkeypatch: pytest.MonkeyPatc
     made = [[index] for index in range(100)]  # made by the runs: frozen only by ending()
     large.ending()
     assert gc.get_freeze_count() >= at_collection + len(made)
+
+
+def test_a_large_session_makes_no_full_collection_until_restore(thresholds,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(garbage, "FREEZE_AT", 10)
+    gc.set_threshold(700, 10, 10)
+    small, large = Collector(), Collector()
+    small.begin()
+    small.collected(9)
+    assert gc.get_threshold() == (700, 10, garbage.FULL_AFTER)
+    small.restore()
+    large.begin()
+    large.collected(10)
+    assert gc.get_threshold() == (700, 10, garbage.NO_FULL)
+    large.ending()
+    large.restore()
+    assert gc.get_threshold() == (700, 10, 10)
