@@ -106,7 +106,14 @@ def _get_client(kind: str) -> Any:
             _client_pid = os.getpid()
         if kind not in _clients:
             timeout = CONTROL_TIMEOUT_S if kind == "control" else 365 * 24 * 3600
-            _clients[kind] = docker.from_env(timeout=timeout, use_ssh_client=_use_ssh_client())
+            made = docker.from_env(timeout=timeout, use_ssh_client=_use_ssh_client())
+            if engine_is_local():
+                # No proxy stands between us and a unix socket; with trust_env, requests would
+                # scan os.environ on every call, from the run threads and the teardown threads,
+                # while pytest's own thread sets and removes PYTEST_CURRENT_TEST: the scan then
+                # fails with KeyError now and then (urllib.request.getproxies_environment).
+                made.api.trust_env = False
+            _clients[kind] = made
         return _clients[kind]
 
 
