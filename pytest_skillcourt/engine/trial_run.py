@@ -55,8 +55,8 @@ from pytest_skillcourt.core.suite_edit import find_suites
 from pytest_skillcourt.core.trial import TrialResult
 
 #: The exit statuses of ``pytest --skill-court`` (pytest's scheme) that a trial's session
-#: ends with; :attr:`TrialRun.exit_status` is one of them, and ``cli.trial_exit_status``
-#: maps it onto the command line's own scheme (``cli.ExitStatus``).
+#: ends with; :attr:`TrialRun.exit_status` is one of them, and ``cli.trial_cmd.trial_exit_status``
+#: maps it onto the command line's own scheme (``cli.parser.ExitStatus``).
 PYTEST_OK = 0
 PYTEST_FAILED = 1  # a verdict failed (HURTS), or an item errored
 PYTEST_INTERRUPTED = 2
@@ -522,7 +522,7 @@ class TrialRun:
 
     #: the session's exit status in ``pytest --skill-court``'s scheme (``PYTEST_*``; a
     #: session that collected nothing as ``PYTEST_USAGE``); the command's own is
-    #: ``cli.trial_exit_status`` of this
+    #: ``cli.trial_cmd.trial_exit_status`` of this
     exit_status: int
     #: the session's ``--skill-court-json`` document: what ``--json`` prints (the JSON edge)
     document: dict[str, Any] | None = None
