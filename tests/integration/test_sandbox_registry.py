@@ -12,7 +12,7 @@ from tests.support import REPO
 
 
 def test_the_docker_sdk_is_not_imported_for_the_local_backend() -> None:
-    code = ("import sys\nfrom pytest_skillcourt import options, sandbox\n"
+    code = ("import sys\nfrom pytest_skillcourt import sandbox\nfrom pytest_skillcourt.plugin import options\n"
             "sandbox.image_id('local', None); sandbox.get_backend('local').probe()\n"
             "print(sorted(m for m in sys.modules if m == 'docker' or m.startswith('docker.')"
             " or m == 'pytest_skillcourt.sandbox.docker'))")
