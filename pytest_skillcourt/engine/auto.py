@@ -1,28 +1,11 @@
-"""Automatic trials of the skills a Hermes agent writes (README "Automatic trials").
+"""Automatic trials of the skills a Hermes agent writes (README "Automatic trials"): the
+background runner and the ``auto`` commands.
 
-Everything lives in the profile's court folder, ``$HERMES_HOME/plugin-data/skill-court/``:
-
-- ``auto.json``: the settings ``auto on|off`` writes (``enabled``, ``budget_usd`` a day,
-  ``quiet_minutes``, ``judge_tokens`` a day, ``sandbox``, ``agent``, ``image``); missing means
-  off; no ``agent`` means Hermes itself (the hermes runner on the profile), as for ``trial``;
-- ``auto-state.json``: the queue of changed skills, the notices, each day's spend and
-  judge tokens, and the skills whose automatic trials stopped; every change is a
-  read-modify-write under ``auto-state.lock`` with an atomic replace (``atomic``/``locks``);
-- ``auto.log``: what the background runner did, appended;
-- ``auto-runner.lock``: held by the one runner working through the queue;
-  ``trial.lock``: held by any trial of the profile (the runner waits for it).
-
-The plugin (:mod:`pytest_skillcourt.hermes`) calls :func:`queue_change` from Hermes'
-``post_tool_call`` on a ``skill_manage`` create/patch/edit, :func:`end_session` from
-``on_session_finalize``, and :func:`maybe_start_runner` from those and from
-``pre_llm_call`` (a skill quiet for ``quiet_minutes``).  The runner is
-``skill-court trial --auto`` (:func:`run_queue`), started in its own process session.
-
-A change is ``queued`` (its session still runs), ``ready`` (session ended or quiet),
-``running``, ``waiting`` (left unfinished: the sandbox or the model was not there, or
-the runner died; a new runner takes it, started at most every
-:data:`RETRY_SECONDS`), or closed: ``done``, ``failed`` (with a notice), ``stopped``
-(no price, budget rules) or ``skipped``.
+The court folder's files, the queue, its states and the notices are
+:mod:`pytest_skillcourt.core.auto_queue`'s (the hooks touch them without the engine).  The
+runner is ``skill-court trial --auto`` (:func:`run_queue`), started in its own process
+session: it takes each ready change, mines its tasks from the sessions that wrote the skill
+(:func:`session_requests`), puts it on trial within the day's budget and leaves a notice.
 """
 
 from __future__ import annotations
