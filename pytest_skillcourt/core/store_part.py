@@ -6,7 +6,7 @@ column; and :func:`valid_text`, text as SQLite can store it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -35,15 +35,10 @@ def valid_text(text: str) -> str:
 
 class StorePart:
     """A group of the store's tables and their queries; ``Store`` is made of these parts
-    and gives each its connection (:attr:`_db`), :meth:`_write` and :meth:`_json`."""
+    and gives each its connection (:attr:`_db`), :meth:`_write` (one write transaction)
+    and :meth:`_json` (a stored ``data`` column, decoded; a row that does not decode is a
+    damaged store)."""
 
     _db: GuardedConnection
-
-    def _write(self) -> AbstractContextManager[GuardedConnection]:
-        """One write transaction (``Store._write``)."""
-        raise NotImplementedError
-
-    def _json(self, data: str) -> Any:
-        """A stored ``data`` column, decoded; a row that does not decode is a damaged store
-        (``Store._json``)."""
-        raise NotImplementedError
+    _write: Callable[[], AbstractContextManager[GuardedConnection]]
+    _json: Callable[[str], Any]

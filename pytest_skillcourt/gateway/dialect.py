@@ -11,6 +11,8 @@ dialects by name are in ``dialect_registry.py``.
 
 from __future__ import annotations
 
+import abc
+
 import json
 import math
 from collections.abc import Mapping
@@ -24,8 +26,9 @@ if TYPE_CHECKING:
 Result = tuple[Any, dict[str, Any] | None, str | None]
 
 
-class Dialect:
-    """One model API: its name (what :attr:`CallRecord.api` holds) and its route."""
+class Dialect(abc.ABC):
+    """One model API: its name (what :attr:`CallRecord.api` holds) and its route; a dialect
+    implements every abstract method."""
 
     #: the API's name, as recorded (``"chat"``, ``"messages"``, ``"responses"``)
     name: str = ""
@@ -34,25 +37,25 @@ class Dialect:
     #: other ``POST`` routes of this API that are forwarded uncounted (token counting)
     aux_posts: frozenset[str] = frozenset()
 
+    @abc.abstractmethod
     def error_body(self, status: int, message: str) -> bytes:
         """An error in the API's own shape, which its SDK raises as a provider error."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def reply(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """The assistant message of a whole (not streamed) answer (None: it has none)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def stream_result(self, events: list[dict[str, Any]]) -> Result:
         """``(usage, reply, error)`` of a streamed answer, reassembled from its events."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def tokens(self, usage: dict[str, Any], notes: list[str]) -> tuple[int, int]:
         """(input tokens, output tokens) from the provider's usage object (a note for each bad count)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def request_messages(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The conversation a request carries, as OpenAI chat messages."""
-        raise NotImplementedError
 
     def adjust(self, parsed: dict[str, Any], limits: RunLimits, model_name: str, stream: bool,
                notes: list[str]) -> dict[str, Any]:

@@ -119,4 +119,4 @@ def test_a_kept_docker_sandbox_is_stopped_not_frozen(tmp_path: Path) -> None:
 
 class _Closed:
     def close(self) -> None:
-        pass
+        """Nothing to close: it only takes the kept sandbox's place."""
