@@ -278,8 +278,7 @@ def session_model(paths: Sequence[Path], session_id: str) -> str | None:
 def run(args: argparse.Namespace, layout: Any, project: Path | None) -> int:
     """``tasks mine`` in a Claude Code project: mine its sessions (``project`` None: every
     session, for the user's own library) into ``layout``'s suites."""
-    from pytest_skillcourt.core.locks import locked
-    from pytest_skillcourt.engine.mine import write_suite
+    from pytest_skillcourt.engine.mine import write_mined
     from pytest_skillcourt.core.skills import LibraryError, load_library
 
     out = args.out if args.out is not None else layout.suites_dir
@@ -298,18 +297,8 @@ def run(args: argparse.Namespace, layout: Any, project: Path | None) -> int:
             print(f"no Skill calls found in the {len(paths)} Claude Code session(s) of {project or 'any project'} "
                   f"({Path(home) / 'projects'})")
             return 0
-        with locked(layout.ensure_data_dir() / layout.lock.name):
-            for skill, tasks in mined.items():
-                if not tasks:
-                    print(f"{skill}: 0 request(s) found")
-                    continue
-                done = write_suite(skill, tasks, out, max_tasks=args.max_tasks,
-                                   source=f"Claude Code sessions of {project or 'every project'}")
-                line = (f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} "
-                        f"({done.total} in all)")
-                if done.backup is not None:
-                    line += f"; previous file kept as {done.backup}"
-                print(line)
+        write_mined(mined, out, layout.ensure_data_dir() / layout.lock.name, max_tasks=args.max_tasks,
+                    source=f"Claude Code sessions of {project or 'every project'}")
     except MineError as exc:
         print(f"skill-court tasks mine: {exc}", file=sys.stderr)
         return 1

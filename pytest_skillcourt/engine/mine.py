@@ -56,7 +56,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -79,6 +79,7 @@ __all__ = [
     "normalise_prompt",
     "mine_requests",
     "write_suite",
+    "write_mined",
     "write_suites",
     "add_parser",
     "run",
@@ -530,6 +531,23 @@ def write_suites(mined: dict[str, list[MinedTask]], out_dir: Path, *, max_tasks:
     return [write_suite(skill, tasks, out_dir, max_tasks=max_tasks).path for skill, tasks in mined.items() if tasks]
 
 
+
+def write_mined(mined: Mapping[str, list[MinedTask]], out_dir: Path, lock: Path, *, max_tasks: int,
+                source: str) -> None:
+    """``tasks mine``'s writing, for every miner: under the library's ``lock``, one merged
+    suite per skill (:func:`write_suite`) and a line on stdout saying what each got."""
+    with locked(lock):
+        for skill, tasks in mined.items():
+            if not tasks:
+                print(f"{skill}: 0 request(s) found")
+                continue
+            done = write_suite(skill, tasks, out_dir, max_tasks=max_tasks, source=source)
+            line = (f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} "
+                    f"({done.total} in all)")
+            if done.backup is not None:
+                line += f"; previous file kept as {done.backup}"
+            print(line)
+
 # -- command line ------------------------------------------------------------
 
 
@@ -593,17 +611,8 @@ def run(args: argparse.Namespace) -> int:
         if not mined:
             print(f"no skill_view calls found in {state_db}")
             return 0
-        with locked(where.ensure_data_dir() / where.lock.name):
-            for skill, tasks in mined.items():
-                if not tasks:
-                    print(f"{skill}: 0 request(s) found")
-                    continue
-                done = write_suite(skill, tasks, out, max_tasks=args.max_tasks, source=str(state_db))
-                line = (f"{skill}: {done.found} request(s) found, {done.added} new task(s) -> {done.path} "
-                        f"({done.total} in all)")
-                if done.backup is not None:
-                    line += f"; previous file kept as {done.backup}"
-                print(line)
+        write_mined(mined, out, where.ensure_data_dir() / where.lock.name, max_tasks=args.max_tasks,
+                    source=str(state_db))
     except MineError as exc:
         print(f"skill-court tasks mine: {exc}", file=sys.stderr)
         return 1
