@@ -93,13 +93,16 @@ class RunSummary:
             if record.status == NO_ANSWER:
                 reason = f"left out, not held against the skill: {reason}"
             skip = f"no outcome: {reason}"
-        return dataclasses.replace(
-            self, run_id=record.run_id, status=record.status,
+        # every field named, not ``dataclasses.replace`` (which looks each one up again): a
+        # cached session makes one of these per run, 24,000 for 2,000 skills
+        return RunSummary(
+            run=run, name=self.name, run_id=record.run_id, status=record.status,
             outcome=("pending-judge" if record.needs_judge else "none" if record.outcome is None else
                      "success" if record.outcome else "failure"),
             input_tokens=record.input_tokens, output_tokens=record.output_tokens, tokens=record.tokens,
             cost_usd=record.cost_usd, skill_loaded=record.skill_loaded, cached=cached,
-            duration_s=record.duration_s, check_exit=record.check_exit, skip_reason=skip, error=error)
+            duration_s=record.duration_s, check_exit=record.check_exit, early_stop=self.early_stop,
+            skip_reason=skip, error=error)
 
     def tally(self) -> tuple[int, int, int, float]:
         """(runs, cached runs, tokens, USD) for the progress line."""

@@ -85,7 +85,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
@@ -169,7 +169,9 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (kind as its value, tuples as lists)."""
-        d = asdict(self)
+        # field by field, not ``asdict``: its deep copy of every value was half the cost of
+        # reporting 2,000 cached verdicts, and every field here is a scalar or a flat tuple
+        d = {name: getattr(self, name) for name in _VERDICT_FIELDS}
         d["kind"] = self.kind.value
         for key in ("wilson_with", "wilson_without", "diff_ci", "token_ci"):
             if d[key] is not None:
@@ -202,6 +204,10 @@ class Verdict:
 
 
 # --------------------------------------------------------------------------- small helpers
+
+
+#: ``Verdict``'s field names, in order (``Verdict.to_dict``).
+_VERDICT_FIELDS = tuple(f.name for f in fields(Verdict))
 
 
 def wilson(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:

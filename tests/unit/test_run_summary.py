@@ -59,3 +59,23 @@ def test_junit_strings_are_made_from_the_summary() -> None:
     assert dict(run)["cost_usd"] == "0.001234" and dict(run)["cached"] == "true"
     assert item_properties(RunSummary(summary("t4", "with").run, "t4[with]", early_stop=True))[-1] == (
         "early_stop", "true")
+
+
+#: The fields ``with_record`` takes from the record (or derives from it); every other field
+#: of the summary is the item's own and must come through unchanged.
+FROM_RECORD = {"run_id", "status", "outcome", "input_tokens", "output_tokens", "tokens", "cost_usd",
+               "skill_loaded", "cached", "duration_s", "check_exit", "skip_reason", "error"}
+
+
+def test_with_record_keeps_every_field_it_does_not_take_from_the_record() -> None:
+    import dataclasses
+
+    base = summary("t1", "with")
+    own = {f.name for f in dataclasses.fields(RunSummary)} - FROM_RECORD
+    # a value unlike the default for each of the item's own fields
+    marked = dataclasses.replace(base, **{name: (True if name == "early_stop" else getattr(base, name))
+                                          for name in own})
+    got = marked.with_record(record("t1", "with"), cached=True)
+    assert {name: getattr(got, name) for name in own} == {name: getattr(marked, name) for name in own}
+    assert got.early_stop is True and got.run == base.run and got.name == "t1[with]"
+    assert own == {"run", "name", "early_stop"}, "a new RunSummary field: say in FROM_RECORD or here where it comes from"
