@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -48,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_skillcourt.core import safe_yaml
+from pytest_skillcourt.core.library_cache import LibraryCache, same_json, stat_list
 from pytest_skillcourt.core.printable import has_controls, plain
-from pytest_skillcourt.core.trees import TreeError, is_executable, is_junk, tree_files
+from pytest_skillcourt.core.trees import TreeError, is_executable, is_junk, tree_entries, tree_files
 
 #: Folders that never hold skills, at any depth (Hermes 0.19.0's ``EXCLUDED_SKILL_DIRS``).
 EXCLUDED_DIRS = frozenset({
@@ -593,46 +595,53 @@ def _outside_skills(link: Path) -> Iterator[Path]:
             yield Path(dirpath)
 
 
-def _discover(root: Path, descriptions: list[Path] | None = None) -> Iterator[tuple[Path, str | None]]:
-    """(skill folder as reached from ``root``, None) for each skill; (folder, reason) for
-    each skill reached only through a link that leaves the library.
+def _discover(root: Path, descriptions: list[Path] | None = None) -> Iterator[tuple[Path, str | None, str]]:
+    """(skill folder as reached from ``root``, None, its real path) for each skill; (folder,
+    reason, its real path) for each skill reached only through a link that leaves the library.
 
     The walk is Hermes' (module docstring): a skill's folder is searched on
     for nested skills, its support folders are not.  Links to folders are
     followed while they stay inside the library (as Hermes follows them); a
     link loop is not followed again.  Each category ``DESCRIPTION.md`` found
-    is appended to ``descriptions``."""
+    is appended to ``descriptions``.  Paths are worked on as text, and a real
+    path is asked of the system only for a link (a folder's is its parent's
+    and its name): thousands of folders are walked on every session."""
     bound = os.path.realpath(root)
-    todo: list[tuple[Path, frozenset[str]]] = [(root, frozenset({bound}))]
+    join, isdir, islink = os.path.join, os.path.isdir, os.path.islink
+    # (folder as reached, its real path, the real paths of it and the folders above it)
+    todo: list[tuple[str, str, frozenset[str]]] = [(os.fspath(root), bound, frozenset({bound}))]
     while todo:
-        current, chain = todo.pop()
+        current, real_current, chain = todo.pop()
         try:
             names = sorted(os.listdir(current))
         except OSError as err:
-            raise LibraryError(f"{current}: cannot be listed ({err.strerror or err}); "
+            raise LibraryError(f"{Path(current)}: cannot be listed ({err.strerror or err}); "
                                "make it readable or remove it") from err
         in_skill = "SKILL.md" in names
         if in_skill:
-            yield current, None
-        if descriptions is not None and "DESCRIPTION.md" in names and (current / "DESCRIPTION.md").is_file():
-            descriptions.append(current / "DESCRIPTION.md")
-        subdirs: list[tuple[Path, frozenset[str]]] = []
+            yield Path(current), None, real_current
+        if descriptions is not None and "DESCRIPTION.md" in names and os.path.isfile(join(current, "DESCRIPTION.md")):
+            descriptions.append(Path(current) / "DESCRIPTION.md")
+        subdirs: list[tuple[str, str, frozenset[str]]] = []
         for name in _subfolders(names, in_skill):
-            path = current / name
-            if name == "SKILL.md" or not path.is_dir():  # files, dangling links, links to files
+            path = join(current, name)
+            if name == "SKILL.md" or not isdir(path):  # files, dangling links, links to files
                 continue
-            real = os.path.realpath(path)
-            if path.is_symlink() and not _inside(real, bound):
-                for found in _outside_skills(path):
-                    yield found, (
-                        f"{path} is a symbolic link to {os.readlink(path)} ({real}), outside the "
-                        f"skill library {bound}, so the skill in {found} is left out. Links are "
-                        "followed only inside the library: move or copy the folder into it, or "
-                        "point --skill-court-skills at the folder that holds it")
-                continue
+            if islink(path):
+                real = os.path.realpath(path)
+                if not _inside(real, bound):
+                    for found in _outside_skills(Path(path)):
+                        yield found, (
+                            f"{Path(path)} is a symbolic link to {os.readlink(path)} ({real}), outside the "
+                            f"skill library {bound}, so the skill in {found} is left out. Links are "
+                            "followed only inside the library: move or copy the folder into it, or "
+                            "point --skill-court-skills at the folder that holds it"), os.path.realpath(found)
+                    continue
+            else:
+                real = join(real_current, name)
             if real in chain:
                 continue  # a link loop: everything below was seen already
-            subdirs.append((path, chain | {real}))
+            subdirs.append((path, real, chain | {real}))
         todo.extend(reversed(subdirs))
 
 
@@ -663,21 +672,50 @@ def _category(root: Path, folder: Path) -> str:
 
 
 def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
-                real_root: str | None = None) -> Skill | SkillProblem:
-    """One skill, or why it is left out (``real_root``: the root's real path, when known)."""
+                real_root: str | None = None, real_folder: str | None = None,
+                cache: LibraryCache | None = None) -> Skill | SkillProblem:
+    """One skill, or why it is left out (``real_root``, ``real_folder``: the real paths of
+    the root and the folder, when known).  With ``cache``, a folder whose files are the
+    ones it was read with is not read again (``library_cache``)."""
     skill_md = folder / "SKILL.md"
     try:
-        files = _folder_files(folder, root, real_root)
-        if "SKILL.md" not in {rel for rel, _ in files}:  # SKILL.md is litter-free, so a link to a folder
+        try:
+            entries = tree_entries(folder, root, where="the skill library", real_boundary=real_root,
+                                   real_folder=real_folder)
+        except TreeError as err:
+            raise LibraryError(str(err)) from err
+        if not any(rel == "SKILL.md" for rel, _, _ in entries):  # SKILL.md is litter-free, so a link to a folder
             raise LibraryError(f"{skill_md}: is not a file; make SKILL.md the skill's text file")
-        data = [(rel, path.read_bytes()) for rel, path in files]
-        runnable = [rel for rel, path in files if is_executable(path)]
+        key = stats = None
+        if cache is not None:
+            key, stats = str(folder), stat_list(entries)
+            known = cache.lookup(key, stats)
+            if known is not None:
+                found = _from_cache(known, root, folder, descriptions)
+                if found is not None:
+                    return found
+        data = [(rel, _read_bytes(path)) for rel, path, _ in entries]
+        runnable = [rel for rel, _, st in entries if st.st_mode & stat.S_IXUSR]
     except LibraryError as err:
         return SkillProblem(_name_of(folder), folder, str(err))
     except OSError as err:
         return SkillProblem(_name_of(folder), folder,
                             f"{getattr(err, 'filename', None) or folder}: cannot be read "
                             f"({err.strerror or err}); make it readable or remove it")
+    made = _made_of(root, folder, descriptions, skill_md, data, runnable)
+    if cache is not None and key is not None and stats is not None:
+        _keep(cache, key, stats, made)
+    return made
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _made_of(root: Path, folder: Path, descriptions: Mapping[str, str], skill_md: Path,
+             data: list[tuple[str, bytes]], runnable: list[str]) -> Skill | SkillProblem:
+    """The skill (or why it is left out) of the files read from ``folder``."""
     raw = dict(data)["SKILL.md"]
     try:
         text = raw.decode("utf-8")
@@ -703,8 +741,46 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
                  notes=tuple(frontmatter_notes(text, skill_md, folder.name, parsed)))
 
 
-def load_library(root: Path) -> Library:
-    """Read every skill under ``root``.
+def _keep(cache: LibraryCache, key: str, stats: list[list[Any]], made: Skill | SkillProblem) -> None:
+    """Put what was made of a folder in ``cache``, unless its frontmatter would not come
+    back from JSON exactly as it is (a date, a set, a number key: read again each time)."""
+    if isinstance(made, SkillProblem):
+        cache.put(key, stats, {"problem": [made.name, made.message]})
+        return
+    front = made.frontmatter
+    try:
+        back = json.loads(json.dumps(front, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return
+    if not same_json(front, back):
+        return
+    cache.put(key, stats, {"name": made.name, "description": made.description, "hash": made.hash,
+                           "frontmatter": back, "notes": list(made.notes)})
+
+
+def _from_cache(entry: dict[str, Any], root: Path, folder: Path,
+                descriptions: Mapping[str, str]) -> Skill | SkillProblem | None:
+    """The skill (or problem) a cache entry keeps, every part checked for its type; None
+    for an entry ``_keep`` does not make."""
+    problem = entry.get("problem")
+    if problem is not None:
+        if type(problem) is list and len(problem) == 2 and all(type(p) is str for p in problem):
+            return SkillProblem(problem[0], folder, problem[1])
+        return None
+    name, description, digest = entry.get("name"), entry.get("description"), entry.get("hash")
+    front, notes = entry.get("frontmatter"), entry.get("notes")
+    if (type(name) is not str or type(description) is not str or type(digest) is not str
+            or type(front) is not dict or type(notes) is not list or not all(type(n) is str for n in notes)):
+        return None
+    category = _category(root, folder)
+    return Skill(name=name, folder=folder, category=category, description=description, hash=digest,
+                 root=root, frontmatter=front, category_description=descriptions.get(category, ""),
+                 notes=tuple(notes))
+
+
+def load_library(root: Path, cache: LibraryCache | None = None) -> Library:
+    """Read every skill under ``root`` (with ``cache``: a skill folder whose files are
+    unchanged is not read again, ``library_cache``; the caller saves it).
 
     A skill that cannot be taken as it is becomes a ``SkillProblem`` (and a
     ``LibraryWarning``), not an error of the whole library.
@@ -726,9 +802,9 @@ def load_library(root: Path) -> Library:
     folders = sorted(_discover(root, description_files), key=lambda found: os.path.join(found[0], "SKILL.md"))
     descriptions = _category_descriptions(root, description_files)
     real_root = os.path.realpath(root)
-    for folder, outside in folders:
+    for folder, outside, real_folder in folders:
         entry = (SkillProblem(_name_of(folder), folder, outside) if outside
-                 else _read_skill(root, folder, descriptions, real_root))
+                 else _read_skill(root, folder, descriptions, real_root, real_folder, cache))
         first = found.get(entry.name)
         if first is not None and not (isinstance(first, SkillProblem) and isinstance(entry, Skill)):
             shadowed.append(Shadowed(entry.name, _entry_folder(first), _entry_folder(entry)))

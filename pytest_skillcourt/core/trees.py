@@ -78,55 +78,73 @@ def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the 
         TreeError: a link out of the boundary, a dangling link, a link loop,
             a special file, or more than ``ENTRY_LIMIT`` entries.
     """
-    folder = Path(folder)
+    return [(rel, Path(path)) for rel, path, _ in
+            tree_entries(folder, boundary, where=where, real_boundary=real_boundary)]
+
+
+def tree_entries(folder: Path | str, boundary: Path | str | None = None, *, where: str = "the folder",
+                 real_boundary: str | None = None,
+                 real_folder: str | None = None) -> list[tuple[str, str, os.stat_result]]:
+    """:func:`tree_files` with each file's path as a string and its ``os.stat`` (links
+    followed: the size, times, inode and mode of what is read), from the one walk.
+    ``real_folder``: ``os.path.realpath(folder)`` when the caller has it.
+
+    Raises:
+        TreeError: as :func:`tree_files`.
+    """
+    folder = os.fspath(folder)
     bound = real_boundary or os.path.realpath(boundary if boundary is not None else folder)
-    out: list[tuple[str, Path]] = []
+    out: list[tuple[str, str, os.stat_result]] = []
     visited = 0
-    # (folder as reached, its path relative to ``folder``, real paths of it and its parents)
-    todo: list[tuple[Path, str, frozenset[str]]] = [(folder, "", frozenset({os.path.realpath(folder)}))]
+    join, lstat = os.path.join, os.lstat
+    # (folder as reached, its path relative to ``folder``, real path, real paths of it and its parents)
+    real_top = real_folder or os.path.realpath(folder)
+    todo: list[tuple[str, str, str, frozenset[str]]] = [(folder, "", real_top, frozenset({real_top}))]
     while todo:
-        current, rel_dir, chain = todo.pop()
+        current, rel_dir, real_current, chain = todo.pop()
         try:
             names = sorted(os.listdir(current))
         except OSError as err:
-            raise TreeError(current, f"cannot be listed ({err.strerror or err}); "
+            raise TreeError(Path(current), f"cannot be listed ({err.strerror or err}); "
                             "make it readable or remove it") from err
-        subdirs: list[tuple[Path, str, frozenset[str]]] = []
+        subdirs: list[tuple[str, str, str, frozenset[str]]] = []
         for name in names:
             visited += 1
             if visited > ENTRY_LIMIT:
-                raise TreeError(folder, f"holds more than {ENTRY_LIMIT} files and folders "
+                raise TreeError(Path(folder), f"holds more than {ENTRY_LIMIT} files and folders "
                                 "(counting what links lead to); keep it smaller")
             if is_junk(name):
                 continue
-            path = current / name
+            path = join(current, name)
             rel = f"{rel_dir}{name}"
             try:
-                st = os.lstat(path)
+                st = lstat(path)
             except OSError as err:
-                raise TreeError(path, f"cannot be read ({err.strerror or err})") from err
+                raise TreeError(Path(path), f"cannot be read ({err.strerror or err})") from err
             if stat.S_ISLNK(st.st_mode):
                 target = os.path.realpath(path)
                 shown = os.readlink(path)
                 if not _inside(target, bound):
-                    raise TreeError(path, f"is a symbolic link to {shown} ({target}), outside {where} "
+                    raise TreeError(Path(path), f"is a symbolic link to {shown} ({target}), outside {where} "
                                     f"{bound}; links are followed only inside it. Replace the link "
                                     "by a copy of what it points to, or move that inside")
                 try:
                     st = os.stat(path)
                 except OSError:
-                    raise TreeError(path, f"is a symbolic link to {shown}, which does not exist; "
+                    raise TreeError(Path(path), f"is a symbolic link to {shown}, which does not exist; "
                                     "remove the link or restore its target") from None
-            if stat.S_ISDIR(st.st_mode):
-                real = os.path.realpath(path)
-                if real in chain:
-                    raise TreeError(path, f"is a link loop (it leads back to {real}, which holds it); "
-                                    "remove the link")
-                subdirs.append((path, rel + "/", chain | {real}))
-            elif stat.S_ISREG(st.st_mode):
-                out.append((rel, path))
+                real = target
             else:
-                raise TreeError(path, "is not a regular file or folder (a FIFO, socket or device); "
+                real = join(real_current, name)  # not a link: its real path is its folder's and its name
+            if stat.S_ISDIR(st.st_mode):
+                if real in chain:
+                    raise TreeError(Path(path), f"is a link loop (it leads back to {real}, which holds it); "
+                                    "remove the link")
+                subdirs.append((path, rel + "/", real, chain | {real}))
+            elif stat.S_ISREG(st.st_mode):
+                out.append((rel, path, st))
+            else:
+                raise TreeError(Path(path), "is not a regular file or folder (a FIFO, socket or device); "
                                 "remove it")
         todo.extend(reversed(subdirs))
     out.sort(key=lambda item: item[0])

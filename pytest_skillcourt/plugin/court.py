@@ -23,6 +23,7 @@ import pytest
 
 from pytest_skillcourt.agent.context import RunContext, SessionGateway
 from pytest_skillcourt.core.frozen import FrozenError, SuiteReader, SuiteSource
+from pytest_skillcourt.core.library_cache import LIBRARY_CACHE_NAME, LibraryCache
 from pytest_skillcourt.core.settings import DEFAULT_TASKS, FailOn, Settings
 from pytest_skillcourt.core.skills import Library, load_library
 from pytest_skillcourt.core.store import Store
@@ -143,7 +144,11 @@ class Court:
 
     def library(self) -> Library:
         if self._library is None:
-            self._library = load_library(self.settings.skills_dir)
+            # each skill read before, beside the store (``library_cache``): saved at once, so
+            # xdist workers starting after the controller read it
+            cache = LibraryCache(Path(self.settings.store).parent / LIBRARY_CACHE_NAME)
+            self._library = load_library(self.settings.skills_dir, cache)
+            cache.save()
         return self._library
 
     def remember_suite(self, suite: Suite) -> None:
