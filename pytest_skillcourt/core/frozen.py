@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import subprocess
 import tarfile
 import tempfile
@@ -171,7 +172,7 @@ class SuiteReader:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._extracted: dict[str, Path] = {}
         #: folder -> its git work tree's top (None: none), asked once per folder
-        self._tops: dict[Path, Path | None] = {}
+        self._tops: dict[str, Path | None] = {}
         #: work tree top -> the paths ``git status`` lists as changed and every folder
         #: above them (``a/``, ``a/b/``); None: it failed
         self._changed: dict[Path, frozenset[str] | None] = {}
@@ -195,8 +196,8 @@ class SuiteReader:
             SuiteError: the suite (as read from wherever it comes) is not valid, or it
                 is not at ``ref`` while its skill is.
         """
-        path = Path(path)
-        working = load_suite(path, library.name_set, library.broken())
+        path = path if isinstance(path, Path) else Path(path)
+        working = load_suite(path, library.name_set, library.broken_map)
         if self.ref is None:
             return working, SuiteSource(changed_with_skill=self._changed_with_skill(path, working, library))
         assert self._top is not None and self._commit is not None
@@ -214,7 +215,7 @@ class SuiteReader:
             return working, SuiteSource(kind=NEW, ref=self.ref, commit=self._commit)
         copy = self._extract(rel)
         try:
-            frozen = load_suite(copy, library.name_set, library.broken())
+            frozen = load_suite(copy, library.name_set, library.broken_map)
         except SuiteError as err:
             raise SuiteError(path, f"as of {self.ref} ({self._commit[:12]}): "
                                    f"{str(err).split(': ', 1)[-1]}", line=err.line) from err
@@ -247,11 +248,14 @@ class SuiteReader:
                 self._extracted[folder] = out
         return self._extracted[folder] / rel
 
-    def _top_of(self, folder: Path) -> Path | None:
-        """:func:`git_top` of ``folder``, asked once per folder of the session."""
+    def _top_of(self, folder: str) -> Path | None:
+        """:func:`git_top` of ``folder`` (its path text), asked once per folder of the session."""
+        found = self._tops.get(folder, self)
+        if found is not self:  # asked before: no lock for a look-up (thousands of suites share a folder)
+            return found  # type: ignore[return-value]
         with self._lock:
             if folder not in self._tops:
-                self._tops[folder] = git_top(folder)
+                self._tops[folder] = git_top(Path(folder))
             return self._tops[folder]
 
     def _changed_paths(self, top: Path) -> frozenset[str] | None:
@@ -280,7 +284,7 @@ class SuiteReader:
     def _changed_with_skill(self, path: Path, suite: Suite, library: Library) -> bool:
         """Both the suite and its skill's folder differ from HEAD (modified, added, untracked)."""
         skill = library.get(suite.skill)
-        top = self._top_of(path.parent)
+        top = self._top_of(os.path.dirname(path))
         if skill is None or top is None:
             return False
         changed = self._changed_paths(top)

@@ -46,6 +46,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pytest_skillcourt.core import safe_yaml
@@ -558,6 +559,11 @@ class Library:
         """Why each skill left out of the library was left out, by the name a suite uses."""
         return {p.name: p.message for p in self.problems}
 
+    @cached_property
+    def broken_map(self) -> Mapping[str, str]:
+        """:meth:`broken`, made once per library (each suite read asks), read-only."""
+        return MappingProxyType(self.broken())
+
 
 def _inside(path: str, boundary: str) -> bool:
     return path == boundary or path.startswith(boundary.rstrip(os.sep) + os.sep)
@@ -595,39 +601,45 @@ def _outside_skills(link: Path) -> Iterator[Path]:
             yield Path(dirpath)
 
 
-def _discover(root: Path, descriptions: list[Path] | None = None) -> Iterator[tuple[Path, str | None, str]]:
-    """(skill folder as reached from ``root``, None, its real path) for each skill; (folder,
-    reason, its real path) for each skill reached only through a link that leaves the library.
+def _discover(root: Path, descriptions: list[Path] | None = None
+              ) -> Iterator[tuple[Path, str | None, str, list[str] | None]]:
+    """(skill folder as reached from ``root``, None, its real path, its entries' names
+    sorted) for each skill; (folder, reason, its real path, None) for each skill reached
+    only through a link that leaves the library.
 
     The walk is Hermes' (module docstring): a skill's folder is searched on
     for nested skills, its support folders are not.  Links to folders are
     followed while they stay inside the library (as Hermes follows them); a
     link loop is not followed again.  Each category ``DESCRIPTION.md`` found
-    is appended to ``descriptions``.  Paths are worked on as text, and a real
-    path is asked of the system only for a link (a folder's is its parent's
-    and its name): thousands of folders are walked on every session."""
+    is appended to ``descriptions``.  Paths are worked on as text, a folder's
+    entries are told apart by the type its listing gives (no stat but for a
+    link), and a real path is asked of the system only for a link (a folder's
+    is its parent's and its name): thousands of folders are walked on every session."""
     bound = os.path.realpath(root)
-    join, isdir, islink = os.path.join, os.path.isdir, os.path.islink
+    join = os.path.join
     # (folder as reached, its real path, the real paths of it and the folders above it)
     todo: list[tuple[str, str, frozenset[str]]] = [(os.fspath(root), bound, frozenset({bound}))]
     while todo:
         current, real_current, chain = todo.pop()
         try:
-            names = sorted(os.listdir(current))
+            with os.scandir(current) as listed:
+                entries = {entry.name: entry for entry in listed}
         except OSError as err:
             raise LibraryError(f"{Path(current)}: cannot be listed ({err.strerror or err}); "
                                "make it readable or remove it") from err
-        in_skill = "SKILL.md" in names
+        names = sorted(entries)
+        in_skill = "SKILL.md" in entries
         if in_skill:
-            yield Path(current), None, real_current
-        if descriptions is not None and "DESCRIPTION.md" in names and os.path.isfile(join(current, "DESCRIPTION.md")):
+            yield Path(current), None, real_current, names
+        if descriptions is not None and "DESCRIPTION.md" in entries and os.path.isfile(join(current, "DESCRIPTION.md")):
             descriptions.append(Path(current) / "DESCRIPTION.md")
         subdirs: list[tuple[str, str, frozenset[str]]] = []
+        real_prefix = real_current if real_current.endswith(os.sep) else real_current + os.sep
         for name in _subfolders(names, in_skill):
-            path = join(current, name)
-            if name == "SKILL.md" or not isdir(path):  # files, dangling links, links to files
+            if name == "SKILL.md" or not _is_dir(entries[name]):  # files, dangling links, links to files
                 continue
-            if islink(path):
+            path = entries[name].path  # os.path.join(current, name), made by the listing
+            if _is_link(entries[name]):
                 real = os.path.realpath(path)
                 if not _inside(real, bound):
                     for found in _outside_skills(Path(path)):
@@ -635,14 +647,30 @@ def _discover(root: Path, descriptions: list[Path] | None = None) -> Iterator[tu
                             f"{Path(path)} is a symbolic link to {os.readlink(path)} ({real}), outside the "
                             f"skill library {bound}, so the skill in {found} is left out. Links are "
                             "followed only inside the library: move or copy the folder into it, or "
-                            "point --skill-court-skills at the folder that holds it"), os.path.realpath(found)
+                            "point --skill-court-skills at the folder that holds it"), "", None
                     continue
             else:
-                real = join(real_current, name)
+                real = real_prefix + name
             if real in chain:
                 continue  # a link loop: everything below was seen already
             subdirs.append((path, real, chain | {real}))
         todo.extend(reversed(subdirs))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """``os.path.isdir`` of a listed entry (links followed; False where it cannot be told)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    """``os.path.islink`` of a listed entry."""
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
 
 
 def _category_descriptions(root: Path, files: Iterable[Path]) -> dict[str, str]:
@@ -673,15 +701,15 @@ def _category(root: Path, folder: Path) -> str:
 
 def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
                 real_root: str | None = None, real_folder: str | None = None,
-                cache: LibraryCache | None = None) -> Skill | SkillProblem:
+                cache: LibraryCache | None = None, listing: list[str] | None = None) -> Skill | SkillProblem:
     """One skill, or why it is left out (``real_root``, ``real_folder``: the real paths of
-    the root and the folder, when known).  With ``cache``, a folder whose files are the
+    the root and the folder, ``listing``: its entries' names sorted, when known).  With ``cache``, a folder whose files are the
     ones it was read with is not read again (``library_cache``)."""
     skill_md = folder / "SKILL.md"
     try:
         try:
             entries = tree_entries(folder, root, where="the skill library", real_boundary=real_root,
-                                   real_folder=real_folder)
+                                   real_folder=real_folder, listing=listing)
         except TreeError as err:
             raise LibraryError(str(err)) from err
         if not any(rel == "SKILL.md" for rel, _, _ in entries):  # SKILL.md is litter-free, so a link to a folder
@@ -802,9 +830,9 @@ def load_library(root: Path, cache: LibraryCache | None = None) -> Library:
     folders = sorted(_discover(root, description_files), key=lambda found: os.path.join(found[0], "SKILL.md"))
     descriptions = _category_descriptions(root, description_files)
     real_root = os.path.realpath(root)
-    for folder, outside, real_folder in folders:
+    for folder, outside, real_folder, listing in folders:
         entry = (SkillProblem(_name_of(folder), folder, outside) if outside
-                 else _read_skill(root, folder, descriptions, real_root, real_folder, cache))
+                 else _read_skill(root, folder, descriptions, real_root, real_folder, cache, listing))
         first = found.get(entry.name)
         if first is not None and not (isinstance(first, SkillProblem) and isinstance(entry, Skill)):
             shadowed.append(Shadowed(entry.name, _entry_folder(first), _entry_folder(entry)))

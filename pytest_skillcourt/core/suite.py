@@ -199,9 +199,10 @@ def load_suite(path: Path, skill_names: Collection[str] | None = None,
     Raises:
         SuiteError: anything wrong, with file, line, field and the fix.
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise SuiteError(path, f"cannot be read as UTF-8 text ({err})") from err
     cache = _CACHE.get()
@@ -529,12 +530,13 @@ def _suite_of(entry: Any, path: Path) -> Suite:
     if type(raw_tasks) is not list or not raw_tasks:
         raise TypeError("tasks")
     tasks = []
-    for raw in raw_tasks:
+    for raw in raw_tasks:  # thousands of suites: the checks of ``_text`` written out
         task_id, prompt, files, check, line = raw
-        if type(files) is not list or (line is not None and type(line) is not int):
+        if (type(task_id) is not str or type(prompt) is not str or type(files) is not list
+                or (check is not None and type(check) is not str) or (line is not None and type(line) is not int)):
             raise TypeError("task")
-        tasks.append(Task(id=_text(task_id), prompt=_text(prompt),
-                          files=tuple((_text(rel), _text(content)) for rel, content in files),
-                          check=_text(check, optional=True), line=line))
+        tasks.append(Task(id=task_id, prompt=prompt,
+                          files=tuple((_text(rel), _text(content)) for rel, content in files) if files else (),
+                          check=check, line=line))
     return Suite(path=path, skill=_text(entry["skill"]), tasks=tuple(tasks), image=_text(entry["image"], optional=True),
                  timeout=timeout, reps=reps, setup=_text(entry["setup"], optional=True))

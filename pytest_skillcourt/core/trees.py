@@ -83,11 +83,12 @@ def tree_files(folder: Path, boundary: Path | None = None, *, where: str = "the 
 
 
 def tree_entries(folder: Path | str, boundary: Path | str | None = None, *, where: str = "the folder",
-                 real_boundary: str | None = None,
-                 real_folder: str | None = None) -> list[tuple[str, str, os.stat_result]]:
+                 real_boundary: str | None = None, real_folder: str | None = None,
+                 listing: list[str] | None = None) -> list[tuple[str, str, os.stat_result]]:
     """:func:`tree_files` with each file's path as a string and its ``os.stat`` (links
     followed: the size, times, inode and mode of what is read), from the one walk.
-    ``real_folder``: ``os.path.realpath(folder)`` when the caller has it.
+    ``real_folder``: ``os.path.realpath(folder)``, ``listing``: ``sorted(os.listdir(folder))``,
+    when the caller has them.
 
     Raises:
         TreeError: as :func:`tree_files`.
@@ -96,18 +97,20 @@ def tree_entries(folder: Path | str, boundary: Path | str | None = None, *, wher
     bound = real_boundary or os.path.realpath(boundary if boundary is not None else folder)
     out: list[tuple[str, str, os.stat_result]] = []
     visited = 0
-    join, lstat = os.path.join, os.lstat
+    lstat = os.lstat
     # (folder as reached, its path relative to ``folder``, real path, real paths of it and its parents)
     real_top = real_folder or os.path.realpath(folder)
     todo: list[tuple[str, str, str, frozenset[str]]] = [(folder, "", real_top, frozenset({real_top}))]
     while todo:
         current, rel_dir, real_current, chain = todo.pop()
         try:
-            names = sorted(os.listdir(current))
+            names = listing if listing is not None and current is folder else sorted(os.listdir(current))
         except OSError as err:
             raise TreeError(Path(current), f"cannot be listed ({err.strerror or err}); "
                             "make it readable or remove it") from err
         subdirs: list[tuple[str, str, str, frozenset[str]]] = []
+        prefix = current if not current or current.endswith(os.sep) else current + os.sep  # os.path.join
+        real_prefix = real_current if real_current.endswith(os.sep) else real_current + os.sep
         for name in names:
             visited += 1
             if visited > ENTRY_LIMIT:
@@ -115,7 +118,7 @@ def tree_entries(folder: Path | str, boundary: Path | str | None = None, *, wher
                                 "(counting what links lead to); keep it smaller")
             if is_junk(name):
                 continue
-            path = join(current, name)
+            path = prefix + name
             rel = f"{rel_dir}{name}"
             try:
                 st = lstat(path)
@@ -135,7 +138,7 @@ def tree_entries(folder: Path | str, boundary: Path | str | None = None, *, wher
                                     "remove the link or restore its target") from None
                 real = target
             else:
-                real = join(real_current, name)  # not a link: its real path is its folder's and its name
+                real = real_prefix + name  # not a link: its real path is its folder's and its name
             if stat.S_ISDIR(st.st_mode):
                 if real in chain:
                     raise TreeError(Path(path), f"is a link loop (it leads back to {real}, which holds it); "

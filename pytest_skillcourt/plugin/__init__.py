@@ -7,9 +7,41 @@ load only when ``--skill-court`` is given, so ``pytest --help`` and plain
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from pytest_skillcourt.plugin.options import pytest_addoption  # noqa: F401  (hook re-exported for pytest)
+#: The package whose modules pytest need not rewrite (:func:`_not_rewritten`).
+PACKAGE = "pytest_skillcourt"
+
+
+def _not_rewritten() -> None:
+    """Take this package out of pytest's assertion rewriting before the rest of it loads.
+
+    pytest rewrites the asserts of every module of a plugin it loads (``-p`` marks this
+    package's ``plugin`` modules, the ``pytest11`` entry point the whole distribution):
+    it parses and compiles each one's source again, and keeps the result only where it
+    may write bytecode.  Where it may not (``PYTHONDONTWRITEBYTECODE``, a read-only
+    site-packages) that is every session, about 0.07 s of CPU for the modules a
+    ``--skill-court`` session loads, for nothing: no module here holds a test or an
+    assert whose message a user reads.  pytest offers no public way to unmark a plugin,
+    so its hook's marks are changed where they are found, and nothing is done where
+    they are not (another pytest: its modules are rewritten as before)."""
+    for finder in sys.meta_path:
+        if type(finder).__name__ != "AssertionRewritingHook":
+            continue
+        marked, cache = getattr(finder, "_must_rewrite", None), getattr(finder, "_marked_for_rewrite_cache", None)
+        if not isinstance(marked, set) or not isinstance(cache, dict):
+            continue
+        ours = [name for name in marked if name == PACKAGE or name.startswith(PACKAGE + ".")]
+        marked.difference_update(ours)
+        for name in [name for name in cache if name == PACKAGE or name.startswith(PACKAGE + ".")]:
+            del cache[name]
+
+
+_not_rewritten()
+
+from pytest_skillcourt.plugin.options import pytest_addoption  # noqa: E402,F401  (hook re-exported for pytest)
 
 PLUGIN_NAME = "skill-court"
 

@@ -96,6 +96,7 @@ class Court:
         self._judge_budget: TokenBudget | None = None
         self._quarantined: list[tuple[str, str, Any]] | None = None
         self._rel: dict[str, str] = {}
+        self._real_dirs: dict[str, str] = {}  # folder -> its real path (``_realpath``)
         self._root: str | None = None  # the rootdir resolved, with a trailing separator
         #: verdict nodeid -> what to decide (set at collection; under xdist, from the workers)
         self.targets: dict[str, Target] = {}
@@ -134,13 +135,25 @@ class Court:
             if self._root is None:
                 root = os.path.realpath(self.settings.rootdir)
                 self._root = root if root.endswith(os.sep) else root + os.sep
-            full = os.path.realpath(key)  # Path.resolve's own answer, without its Path objects
+            full = self._realpath(key)
             if full.startswith(self._root):
                 full = full[len(self._root):]
             elif full + os.sep == self._root:
                 full = "."
             found = self._rel[key] = full if os.sep == "/" else full.replace(os.sep, "/")
         return found
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath(path)`` (Path.resolve's own answer, without its Path objects),
+        its folder's worked out once: thousands of suite files share one folder, and only a
+        file that is itself a link needs the whole walk again."""
+        head, tail = os.path.split(path)
+        if tail in ("", ".", "..") or os.path.islink(path):
+            return os.path.realpath(path)
+        real_head = self._real_dirs.get(head)
+        if real_head is None:
+            real_head = self._real_dirs[head] = os.path.realpath(head)
+        return os.path.join(real_head, tail)
 
     def library(self) -> Library:
         if self._library is None:
