@@ -1,6 +1,7 @@
 """Benchmark: what one run's sandbox costs, against what Docker itself costs.
 
     python bench/sandbox_bench.py [--image IMAGE] [--runs N] [--parallel P] [--total T]
+                                  [--only lifecycle|runs|agents]
 
 Per run, the lifecycle is what the pipeline does: create the sandbox, write
 the task files, 3 execs, capture the changed files, remove it.  The floor is
@@ -207,9 +208,11 @@ def docker_floor_s(image: str) -> float:
     return time.perf_counter() - mark
 
 
-def run_rows(runs: int, docker_ok: bool, local_ok: bool) -> tuple[list[tuple[str, str, str, str]], bool]:
+def run_rows(runs: int, docker_ok: bool, local_ok: bool,
+             agents_only: bool = False) -> tuple[list[tuple[str, str, str, str]], bool]:
     """The whole-run rows (see the module docstring): (row, measured, goal, met) each,
-    and whether every goal measured was met."""
+    and whether every goal measured was met; ``agents_only``: the real-agent rows alone
+    (their floor, each CLI alone, each checked run)."""
     from tests.support.agent_clis import claude_binary, codex_binary
     from tests.support.llm_server import LLMServer, Reply
 
@@ -248,10 +251,10 @@ def run_rows(runs: int, docker_ok: bool, local_ok: bool) -> tuple[list[tuple[str
                     plan.append((f"{name} alone", lambda n=name, b=binary, h=home: agent_alone_s(n, b, server.base_url, h)))
                     ctx = bench.context(name, "docker", check=True)
                     plan.append((f"{name} docker checked", lambda c=ctx: bench.run(c)))
-                if "claude-code" in agents:
+                if "claude-code" in agents and not agents_only:
                     ctx = bench.context("claude-code", "docker", check=False)
                     plan.append(("claude-code docker unchecked", lambda c=ctx: bench.run(c)))
-            backends = (["docker"] if docker_ok else []) + (["local"] if local_ok else [])
+            backends = [] if agents_only else (["docker"] if docker_ok else []) + (["local"] if local_ok else [])
             for backend in backends:
                 for check in (True, False):
                     ctx = bench.context("builtin", backend, check=check)
@@ -278,7 +281,7 @@ def run_rows(runs: int, docker_ok: bool, local_ok: bool) -> tuple[list[tuple[str
                      f"<= 1.5 x (floor {floor_s * 1000:.0f} + alone {alone * 1000:.0f}) = {goal * 1000:.0f} ms",
                      "met" if met else "no"))
     pairs = [(f"builtin {b}", f"built-in agent, {b}") for b in backends]
-    if "claude-code" in agents:
+    if "claude-code" in agents and not agents_only:
         pairs.append(("claude-code docker", "claude-code, docker"))
     for key, label in pairs:
         checked, unchecked = med[f"{key} checked"], med[f"{key} unchecked"]
@@ -311,7 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--total", type=int, default=20)
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--only", choices=("lifecycle", "runs", "agents"),
+                        help="one section: the sandbox lifecycle, the whole runs, or the real-agent "
+                             "whole runs alone (Claude Code, Codex: their floor, alone, checked run)")
     args = parser.parse_args(argv)
+    if args.only in ("runs", "agents"):
+        return _print_runs(args.runs, not args.skip_local, agents_only=args.only == "agents")
 
     image = args.image
     if image is None:
@@ -372,10 +380,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {args.total} in parallel x{args.parallel}: wall {wall:.2f} s, "
                   f"per run {_fmt(wall / args.total)}")
 
+    if args.only == "lifecycle":
+        return 0
+    return _print_runs(args.runs, not args.skip_local)
+
+
+def _print_runs(runs: int, local: bool, agents_only: bool = False) -> int:
+    """The whole-run rows, printed; 0 when every goal measured was met."""
     from pytest_skillcourt.sandbox.local import probe as local_probe
 
-    rows, ok = run_rows(args.runs, True, not args.skip_local and not local_probe())
-    print(f"\nwhole runs (execute_run), median of {args.runs}")
+    rows, ok = run_rows(runs, True, local and not agents_only and not local_probe(), agents_only=agents_only)
+    print(f"\nwhole runs (execute_run), median of {runs}")
     print(f"  {'row':46s} {'measured':30s} {'goal':44s} met")
     for row in rows:
         print(f"  {row[0]:46s} {row[1]:30s} {row[2]:44s} {row[3]}")
