@@ -363,9 +363,12 @@ def _script(forwarder: list[str], agent: list[str], timeout: float, stdin_path: 
     The wait looks for the forwarder's ``ready`` line with the shell's own ``read``
     (any line of its log: a warning may come first) every :data:`FORWARDER_POLL_S`
     (it listens some 25 ms after it starts), so a turn costs one ``sleep``, never a
-    ``grep``."""
+    ``grep``.  A forwarder ``started`` beside the files' write has its pid read before
+    the first look: it usually listens by then (Docker: a ``put_archive`` and the exec's
+    own start later), and the agent starts with no ``sleep`` at all."""
     log = FORWARDER_LOG
-    start = (["fwd="] if started else  # no log of an earlier forwarder of the sandbox's: a fresh one
+    start = ([f"fwd=; read -r fwd 2>/dev/null <{FORWARDER_PID}"] if started else
+             # no log of an earlier forwarder of the sandbox's: a fresh one
              [f"rm -f {log}", f"{shlex.join(forwarder)} >{log} 2>&1 &", "fwd=$!"])
     return "\n".join([
         f"mkdir -p {RUN_DIR}",
