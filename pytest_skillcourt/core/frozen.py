@@ -215,7 +215,7 @@ class SuiteReader:
             return working, SuiteSource(kind=NEW, ref=self.ref, commit=self._commit)
         copy = self._extract(rel)
         try:
-            frozen = load_suite(copy, library.name_set, library.broken_map)
+            frozen = load_suite(copy, library.name_set, library.broken_map, by_stat=False)  # a folder of this session
         except SuiteError as err:
             raise SuiteError(path, f"as of {self.ref} ({self._commit[:12]}): "
                                    f"{str(err).split(': ', 1)[-1]}", line=err.line) from err

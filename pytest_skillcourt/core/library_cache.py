@@ -36,7 +36,7 @@ from pytest_skillcourt.core.atomic import write_atomic
 #: The file beside the store.
 LIBRARY_CACHE_NAME = "library.json"
 #: The layout of that file: another layout is ignored whole (and rewritten).
-LIBRARY_CACHE_FORMAT = 1
+LIBRARY_CACHE_FORMAT = 2
 #: A file whose mtime or ctime is at or after the cache's write time less this is not
 #: trusted to show a change by its stat (git's racy-entry rule, with a margin for clocks).
 RACY_MARGIN_NS = 2_000_000_000
@@ -63,9 +63,18 @@ def reader_digest() -> str:
     return digest.hexdigest()
 
 
-def stat_list(entries: Sequence[tuple[str, str, os.stat_result]]) -> list[list[Any]]:
-    """The stat list of a folder's files (``trees.tree_entries``), as an entry keeps it."""
-    return [[rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode] for rel, _, st in entries]
+def stat_list(entries: Sequence[tuple[str, str, os.stat_result]]) -> tuple[str, int]:
+    """The stat list of a folder's files (``trees.tree_entries``) as an entry keeps it: one
+    text (each file's relative path, size, mtime and ctime in nanoseconds, inode and mode,
+    apart by NUL, which no path holds: read back from JSON far faster than lists of
+    numbers), and the newest of those times."""
+    parts: list[str] = []
+    newest = 0
+    for rel, _, st in entries:
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+        parts.append(f"{rel}\0{st.st_size}\0{mtime}\0{ctime}\0{st.st_ino}\0{st.st_mode}")
+        newest = max(newest, mtime, ctime)
+    return "\0".join(parts), newest
 
 
 def same_json(value: Any, back: Any) -> bool:
@@ -111,20 +120,20 @@ class LibraryCache:
                 self._changed = self.path.exists()  # a foreign or broken file is replaced
         return self._entries
 
-    def lookup(self, folder: str, stats: list[list[Any]]) -> dict[str, Any] | None:
-        """What was made of ``folder`` when its files had exactly these ``stats``, or None."""
+    def lookup(self, folder: str, stats: tuple[str, int]) -> dict[str, Any] | None:
+        """What was made of ``folder`` when its files had exactly these ``stats``
+        (:func:`stat_list`), or None."""
         entry = self._loaded().get(folder)
-        if type(entry) is not dict or entry.get("stats") != stats:
+        if type(entry) is not dict or entry.get("stats") != stats[0]:
             return None
-        newest = max((max(s[2], s[3]) for s in stats), default=0)
-        if newest >= self._written_ns - RACY_MARGIN_NS:
+        if stats[1] >= self._written_ns - RACY_MARGIN_NS:
             return None
         self._used[folder] = entry
         return entry
 
-    def put(self, folder: str, stats: list[list[Any]], made: dict[str, Any]) -> None:
+    def put(self, folder: str, stats: tuple[str, int], made: dict[str, Any]) -> None:
         """Keep ``made`` (JSON values only) for ``folder`` with these ``stats``."""
-        entry = {"stats": stats, **made}
+        entry = {"stats": stats[0], "newest": stats[1], **made}
         self._loaded()[folder] = self._used[folder] = entry
         self._changed = True
 
@@ -139,9 +148,8 @@ class LibraryCache:
         if len(entries) > LIBRARY_CACHE_LIMIT:
             entries = self._used
         kept = {folder: entry for folder, entry in entries.items()
-                if type(entry) is dict and isinstance(entry.get("stats"), list)
-                and all(type(s) is list and len(s) == 6 and max(s[2], s[3]) < now - RACY_MARGIN_NS
-                        for s in entry["stats"])}
+                if type(entry) is dict and type(entry.get("newest")) is int
+                and entry["newest"] < now - RACY_MARGIN_NS}
         text = json.dumps({"format": LIBRARY_CACHE_FORMAT, "reader": reader_digest(), "written_ns": now,
                            "skills": kept}, ensure_ascii=False, separators=(",", ":"))
         with contextlib.suppress(OSError, UnicodeEncodeError, ValueError):

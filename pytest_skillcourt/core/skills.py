@@ -769,7 +769,7 @@ def _made_of(root: Path, folder: Path, descriptions: Mapping[str, str], skill_md
                  notes=tuple(frontmatter_notes(text, skill_md, folder.name, parsed)))
 
 
-def _keep(cache: LibraryCache, key: str, stats: list[list[Any]], made: Skill | SkillProblem) -> None:
+def _keep(cache: LibraryCache, key: str, stats: tuple[str, int], made: Skill | SkillProblem) -> None:
     """Put what was made of a folder in ``cache``, unless its frontmatter would not come
     back from JSON exactly as it is (a date, a set, a number key: read again each time)."""
     if isinstance(made, SkillProblem):

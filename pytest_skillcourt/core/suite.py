@@ -22,7 +22,9 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
+import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -189,26 +191,41 @@ def _value_of(node: Any) -> Any:
 
 
 def load_suite(path: Path, skill_names: Collection[str] | None = None,
-               broken: Mapping[str, str] | None = None) -> Suite:
+               broken: Mapping[str, str] | None = None, *, by_stat: bool = True) -> Suite:
     """Parse and validate one suite file.
 
     ``skill_names``: the library's skills; ``None`` skips that check.
     ``broken``: skills left out of the library, with why (``Library.broken()``);
-    a suite of one of them fails with that reason.
+    a suite of one of them fails with that reason.  ``by_stat``: with a
+    :class:`SuiteCache`, a file whose stat is the one its text was read with is not
+    read again (False for a file in a folder made for this session only).
 
     Raises:
         SuiteError: anything wrong, with file, line, field and the fix.
     """
     path = path if isinstance(path, Path) else Path(path)
+    cache = _CACHE.get()
+    seen = None
+    if cache is not None and by_stat:
+        try:
+            seen = os.stat(path)
+        except OSError:
+            seen = None  # reading it says why
+        if seen is not None:
+            known_key = cache.key_of(str(path), seen)
+            known = cache.suite(known_key, path, skill_names, broken) if known_key is not None else None
+            if known is not None:
+                return known
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise SuiteError(path, f"cannot be read as UTF-8 text ({err})") from err
-    cache = _CACHE.get()
     if cache is None:
         return _parse_suite(path, text, skill_names, broken)
     key = cache.key(text)
+    if seen is not None:
+        cache.read_as(str(path), seen, key)
     known = cache.suite(key, path, skill_names, broken)
     if known is not None:
         return known
@@ -397,7 +414,10 @@ def _refuse_file_folder_clash(paths: list[tuple[str, str]], fail: Any) -> None:
 #: The file of parsed suites beside the store (``SuiteCache``).
 SUITE_CACHE_NAME = "suites.json"
 #: The layout of that file: another layout is ignored whole (and rewritten).
-SUITE_CACHE_FORMAT = 1
+SUITE_CACHE_FORMAT = 2
+#: A suite file whose mtime or ctime is at or after the cache's write time less this is
+#: read again: its stat may not show a change made in that moment (git's racy entries).
+RACY_MARGIN_NS = 2_000_000_000
 #: Entries kept at most: past this, only the ones the last session used are written.
 SUITE_CACHE_LIMIT = 50_000
 
@@ -448,6 +468,9 @@ class SuiteCache:
         self._entries: dict[str, Any] | None = None
         self._used: dict[str, Any] = {}
         self._changed = False
+        #: suite file -> [its stat as text, its newest time, the key of its text]
+        self._files: dict[str, Any] = {}
+        self._written_ns = 0
 
     @staticmethod
     def key(text: str) -> str:
@@ -461,11 +484,37 @@ class SuiteCache:
             except (OSError, ValueError):
                 data = None
             if (isinstance(data, dict) and data.get("format") == SUITE_CACHE_FORMAT
-                    and data.get("parser") == parser_digest() and isinstance(data.get("suites"), dict)):
+                    and data.get("parser") == parser_digest() and isinstance(data.get("suites"), dict)
+                    and isinstance(data.get("files"), dict) and type(data.get("written_ns")) is int):
                 self._entries = data["suites"]
+                self._files = data["files"]
+                self._written_ns = data["written_ns"]
             else:
                 self._changed = self.path.exists()  # a foreign or broken file is replaced
         return self._entries
+
+    @staticmethod
+    def _stat_text(st: os.stat_result) -> str:
+        return f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_mode}\0{st.st_dev}"
+
+    def key_of(self, path: str, st: os.stat_result) -> str | None:
+        """The key of the text the file at ``path`` had when its stat was ``st`` exactly
+        (and older than the cache's write by :data:`RACY_MARGIN_NS`), else None."""
+        self._loaded()
+        known = self._files.get(path)
+        if (type(known) is not list or len(known) != 3 or known[0] != self._stat_text(st)
+                or type(known[1]) is not int or known[1] >= self._written_ns - RACY_MARGIN_NS
+                or type(known[2]) is not str):
+            return None
+        return known[2]
+
+    def read_as(self, path: str, st: os.stat_result, key: str) -> None:
+        """The file at ``path``, of stat ``st``, was read and its text has ``key``."""
+        entries = self._loaded()
+        entry = [self._stat_text(st), max(st.st_mtime_ns, st.st_ctime_ns), key]
+        if self._files.get(path) != entry:
+            self._files[path] = entry
+            self._changed = self._changed or key in entries  # a suite not kept needs no file of it
 
     def suite(self, key: str, path: Path, skill_names: Collection[str] | None,
               broken: Mapping[str, str] | None) -> Suite | None:
@@ -501,11 +550,18 @@ class SuiteCache:
         entries = self._loaded()
         if len(entries) > SUITE_CACHE_LIMIT:
             entries = self._used
-        text = json.dumps({"format": SUITE_CACHE_FORMAT, "parser": parser_digest(), "suites": entries},
-                          ensure_ascii=False, separators=(",", ":"))
+        now = time.time_ns()
+        files = {path: known for path, known in self._files.items()  # never one too new to trust
+                 if type(known) is list and len(known) == 3 and type(known[1]) is int
+                 and known[1] < now - RACY_MARGIN_NS and known[2] in entries}
+        text = json.dumps({"format": SUITE_CACHE_FORMAT, "parser": parser_digest(), "written_ns": now,
+                           "suites": entries, "files": files}, ensure_ascii=False, separators=(",", ":"))
         with contextlib.suppress(OSError, UnicodeEncodeError):
             write_atomic(self.path, text)
         self._changed = False
+
+
+_new = object.__new__
 
 
 def _text(value: Any, *, optional: bool = False) -> Any:
@@ -535,8 +591,9 @@ def _suite_of(entry: Any, path: Path) -> Suite:
         if (type(task_id) is not str or type(prompt) is not str or type(files) is not list
                 or (check is not None and type(check) is not str) or (line is not None and type(line) is not int)):
             raise TypeError("task")
-        tasks.append(Task(id=task_id, prompt=prompt,
-                          files=tuple((_text(rel), _text(content)) for rel, content in files) if files else (),
-                          check=check, line=line))
+        task = _new(Task)  # Task(...) without its frozen __init__: thousands of suites, each a few tasks
+        task.__dict__.update(id=task_id, prompt=prompt, fixtures=None, check=check, line=line,
+                             files=tuple((_text(rel), _text(content)) for rel, content in files) if files else ())
+        tasks.append(task)
     return Suite(path=path, skill=_text(entry["skill"]), tasks=tuple(tasks), image=_text(entry["image"], optional=True),
                  timeout=timeout, reps=reps, setup=_text(entry["setup"], optional=True))

@@ -15,6 +15,7 @@ skills is then thousands of items, not tens of thousands.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,25 @@ class RunSpec:
         """The name its run item would have (``t1[with]``), as the reports name the run."""
         run = self.run
         return f"{run.task_id}[{run_item_params(run.arm, run.rep, self.suite.reps or 1, '', 1)}]"
+
+
+_new = object.__new__
+
+
+def run_id(suite_rel: str, skill: str, task_id: str, task_index: int, arm: str, rep: int, model: str) -> RunId:
+    """``RunId(...)`` made without its frozen ``__init__`` (one ``object.__setattr__`` per
+    field): a 2,000-skill collection makes 12,000 to 24,000 of them.  Equal, hashed and
+    shown as the one ``RunId(...)`` makes (``test_collect_paths``)."""
+    run = _new(RunId)
+    run.__dict__.update(suite_rel=suite_rel, skill=skill, task_id=task_id, task_index=task_index, arm=arm,
+                        rep=rep, model=model)
+    return run  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=16)
+def _model_ids(models: tuple[str, ...]) -> dict[str, str]:
+    """:func:`model_ids` once per session's models (every suite file asks); not changed by callers."""
+    return model_ids(models)
 
 
 def model_ids(models: tuple[str, ...]) -> dict[str, str]:
@@ -205,13 +225,13 @@ class SuiteFile(pytest.File):
         suite = with_settings(court.read_suite(self.path), settings)
         court.remember_suite(suite)
         models = settings.models
-        ids = model_ids(models)
+        ids = _model_ids(models)
         reps = suite.reps or 1
         suite_rel = court.rel(self.path)
         tasks = suite.tasks[: settings.tasks]
         if settings.items is ItemLayout.SKILL:
             for model in models:
-                runs = [RunSpec(suite, task, RunId(suite_rel, suite.skill, task.id, index, arm, rep, model))
+                runs = [RunSpec(suite, task, run_id(suite_rel, suite.skill, task.id, index, arm, rep, model))
                         for index, task in enumerate(tasks) for rep in range(1, reps + 1) for arm in ARMS]
                 yield RunsItem.from_parent(self, name=runs_item_name(ids[model]), suite=suite, model=model,
                                            suite_rel=suite_rel, runs=runs, court=court)
@@ -226,7 +246,7 @@ class SuiteFile(pytest.File):
                             self,
                             name=run_item_name(task_id, arm, rep, reps, ids[model], n_models),
                             suite=suite, task=task, court=court,
-                            run=RunId(suite_rel, skill, task_id, index, arm, rep, model),
+                            run=run_id(suite_rel, skill, task_id, index, arm, rep, model),
                         )
         for model in models:
             yield VerdictItem.from_parent(self, name=verdict_item_name(ids[model]), suite=suite,

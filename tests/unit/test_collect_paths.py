@@ -5,6 +5,7 @@ its folder's (``Court._realpath``), a skill folder's listing from the library wa
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import types
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from pytest_skillcourt import plugin
 from pytest_skillcourt.core.trees import tree_entries
+from pytest_skillcourt.plugin.collect import RunId, run_id
 from pytest_skillcourt.plugin.court import Court
 
 
@@ -71,3 +73,12 @@ def test_another_pytests_hook_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr("sys.meta_path", [hook])
     plugin._not_rewritten()
     assert hook._must_rewrite == ["pytest_skillcourt"]
+
+
+def test_a_run_id_made_fast_is_the_run_id() -> None:
+    fields = ("skills_tests/s.yaml", "s", "t1", 0, "with", 2, "custom/m")
+    fast, plain = run_id(*fields), RunId(*fields)
+    assert fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.arm = "without"  # type: ignore[misc]
