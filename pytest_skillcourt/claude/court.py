@@ -18,10 +18,11 @@ The libraries and their court folders (the layout of ``pytest --skill-court`` th
 - another ``skills/`` folder of the project: the repository layout; Claude Code does not
   load it, so a HURTS verdict only reaches its quarantine file.
 
-The queue, budget, notices and runner are :mod:`pytest_skillcourt.engine.auto`'s, on the court
-folder (:class:`auto.CourtFolder`): ``auto.json`` (settings, with this module's ``model``,
-``base_url``, ``judge_model`` and ``apply``), ``auto-state.json``, ``auto.log``; the hooks
-append to ``claude-inbox.jsonl``, which :func:`fold` turns into queued changes.
+The queue, budget and notices are :mod:`pytest_skillcourt.core.auto_queue`'s and the runner
+:mod:`pytest_skillcourt.engine.auto`'s, on the court folder (:class:`auto_queue.CourtFolder`):
+``auto.json`` (settings, with this module's ``model``, ``base_url``, ``judge_model`` and
+``apply``), ``auto-state.json``, ``auto.log``; the hooks append to ``claude-inbox.jsonl``,
+which :func:`fold` turns into queued changes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from pytest_skillcourt.engine import auto
 from pytest_skillcourt.claude import hooks as claude_hooks, mine as claude_mine
-from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core import auto_queue, quarantine as q
 from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.layout import REPOSITORY, Layout, repository_layout
 from pytest_skillcourt.core.locks import locked
@@ -59,7 +60,7 @@ HOOKS: dict[str, str | None] = {"PostToolUse": "Write|Edit|MultiEdit", "SessionS
 #: Codex's: its PostToolUse of a shell write names no file, so its session's end looks.
 CODEX_HOOKS = ("SessionStart", "SessionEnd")
 HOOK_TIMEOUT = 10  # seconds: Claude Code's limit on each hook command (it takes a fraction of one)
-#: This module's keys in ``auto.json`` beside :class:`auto.AutoSettings`'.
+#: This module's keys in ``auto.json`` beside :class:`auto_queue.AutoSettings`'.
 EXTRA_KEYS = ("model", "base_url", "judge_model", "apply", "inherited_from", "prices")
 PROG = "skill-court"
 
@@ -151,7 +152,7 @@ class Extras:
 
 def read_extras(court: Path) -> Extras:
     try:
-        data = json.loads((court / auto.SETTINGS_NAME).read_text(encoding="utf-8"))
+        data = json.loads((court / auto_queue.SETTINGS_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return Extras()
     if not isinstance(data, dict):
@@ -165,11 +166,11 @@ def read_extras(court: Path) -> Extras:
     return Extras(apply=data.get("apply") is not False, prices=good or None, **text)
 
 
-def write_court_settings(court: Path, settings: auto.AutoSettings, extras: Extras) -> Path:
-    """``auto.json`` of the court: :class:`auto.AutoSettings` and :class:`Extras`."""
-    path = court / auto.SETTINGS_NAME
+def write_court_settings(court: Path, settings: auto_queue.AutoSettings, extras: Extras) -> Path:
+    """``auto.json`` of the court: :class:`auto_queue.AutoSettings` and :class:`Extras`."""
+    path = court / auto_queue.SETTINGS_NAME
     data = {**settings.to_dict(), **{k: getattr(extras, k) for k in EXTRA_KEYS}}
-    with locked(court / auto.STATE_LOCK):
+    with locked(court / auto_queue.STATE_LOCK):
         write_atomic(path, json.dumps(data, indent=2) + "\n")
     return path
 
@@ -180,18 +181,18 @@ def inherit_settings(court: Path, home: Path) -> None:
     user = claude_hooks.user_court(home)
     if Path(court).absolute() == user.absolute():
         return
-    own = court / auto.SETTINGS_NAME
+    own = court / auto_queue.SETTINGS_NAME
     extras = read_extras(court)
     if own.exists() and not extras.inherited_from:
         return
     if not claude_hooks.court_on(user):
         return
-    new = json.loads((user / auto.SETTINGS_NAME).read_text(encoding="utf-8"))
-    new["inherited_from"] = str(user / auto.SETTINGS_NAME)
+    new = json.loads((user / auto_queue.SETTINGS_NAME).read_text(encoding="utf-8"))
+    new["inherited_from"] = str(user / auto_queue.SETTINGS_NAME)
     text = json.dumps(new, indent=2) + "\n"
     if not own.exists() or own.read_text(encoding="utf-8") != text:
         _ensure_court(court)
-        with locked(court / auto.STATE_LOCK):
+        with locked(court / auto_queue.STATE_LOCK):
             write_atomic(own, text)
 
 
@@ -420,8 +421,8 @@ def _skill_name(skill_md: Path) -> str:
 
 
 def fold(court: Path, home: Path, *, say: Callable[[str], None] = lambda text: None) -> int:
-    """Turn the court's inbox into queued changes (``auto.queue_change``) and ended sessions
-    (``auto.end_session``); how many events.  A fold that died halfway is finished first."""
+    """Turn the court's inbox into queued changes (``auto_queue.queue_change``) and ended sessions
+    (``auto_queue.end_session``); how many events.  A fold that died halfway is finished first."""
     court = Path(court)
     folder = _folder(court)
     inbox = court / claude_hooks.INBOX
@@ -444,7 +445,7 @@ def fold(court: Path, home: Path, *, say: Callable[[str], None] = lambda text: N
                 if event.get("event") == "change":
                     _queue(folder, event, say)
                 elif event.get("event") == "end":
-                    ready = auto.end_session(folder, str(event.get("session_id") or ""))
+                    ready = auto_queue.end_session(folder, str(event.get("session_id") or ""))
                     if ready:
                         say(f"session {event.get('session_id')} ended: {ready} change(s) ready for a trial")
             part.unlink()
@@ -455,8 +456,8 @@ def _queue(folder: Any, event: Mapping[str, Any], say: Callable[[str], None]) ->
     skill_md = Path(str(event.get("skill_md") or ""))
     skill = _skill_name(skill_md)
     session = str(event.get("session_id") or "")
-    state = auto.read_state(folder)
-    open_change = auto._open_change(state, skill)
+    state = auto_queue.read_state(folder)
+    open_change = auto_queue.open_change(state, skill)
     origin: dict[str, Any] = dict((open_change or {}).get("origin") or {})
     transcripts = dict(origin.get("transcripts") or {})
     if session and event.get("transcript"):
@@ -468,8 +469,8 @@ def _queue(folder: Any, event: Mapping[str, Any], say: Callable[[str], None]) ->
                   agent="codex" if codex else "claude-code", skills_dir=str(event.get("skills_dir") or ""),
                   kind=str(event.get("kind") or "claude"), folder=skill_md.parent.name,
                   project=str(event.get("project") or ""), transcripts=transcripts)
-    change = auto.queue_change(folder, skill, session, str(event.get("action") or "edit"),
-                               now=float(event.get("at") or time.time()), origin=origin)
+    change = auto_queue.queue_change(folder, skill, session, str(event.get("action") or "edit"),
+                                     now=float(event.get("at") or time.time()), origin=origin)
     if change is not None:
         say(f"{skill}: {event.get('tool')} of {skill_md} by session {session or '?'} queued")
 
@@ -479,8 +480,8 @@ def _queue(folder: Any, event: Mapping[str, Any], say: Callable[[str], None]) ->
 
 def _folder(court: Path) -> Any:
     """``court`` as the ``home`` auto.py's functions take (typed ``Any``: they are annotated
-    with a Hermes home and take a :class:`auto.CourtFolder` alike)."""
-    return auto.CourtFolder(Path(court))
+    with a Hermes home and take a :class:`auto_queue.CourtFolder` alike)."""
+    return auto_queue.CourtFolder(Path(court))
 
 
 def _anthropic_url(environ: Mapping[str, str]) -> str | None:
@@ -503,7 +504,7 @@ class ClaudeRunner(auto.Runner):
         self.user_home = Path(home or Path.home())
         self.environ = dict(os.environ if environ is None else environ)
         layout, self.kind = libraries_of_court(self.court, self.user_home)[0]
-        super().__init__(auto.CourtFolder(self.court), layout=layout, **kwargs)
+        super().__init__(auto_queue.CourtFolder(self.court), layout=layout, **kwargs)
 
     def _change_layout(self, change: Mapping[str, Any]) -> None:
         origin = change.get("origin") or {}
@@ -511,7 +512,7 @@ class ClaudeRunner(auto.Runner):
             self.kind = str(origin.get("kind") or "claude")
             self.layout = layout_of(Path(origin["skills_dir"]), self.kind, self.user_home)
 
-    def one(self, change: Mapping[str, Any], settings: auto.AutoSettings) -> auto.Step:
+    def one(self, change: Mapping[str, Any], settings: auto_queue.AutoSettings) -> auto.Step:
         self._change_layout(change)
         prices = read_extras(self.court).prices
         saved = os.environ.get("PYTEST_ADDOPTS")
@@ -557,7 +558,7 @@ class ClaudeRunner(auto.Runner):
             return None, extras.base_url
         return f"anthropic/{found}", extras.base_url or _anthropic_url(self.environ)
 
-    def trial_options(self, change: Mapping[str, Any], settings: auto.AutoSettings, *, budget: float,
+    def trial_options(self, change: Mapping[str, Any], settings: auto_queue.AutoSettings, *, budget: float,
                       judge_tokens: int) -> TrialOptions:
         extras = read_extras(self.court)
         model, base_url = self.model(change, extras)
@@ -565,7 +566,7 @@ class ClaudeRunner(auto.Runner):
                             parallel=1, agent="codex" if self.kind == "codex" else "claude-code", models=(model,) if model else (), base_url=base_url,
                             judge_model=extras.judge_model, judge_tokens=judge_tokens)
 
-    def _try_appeal(self, skill: str, model: str, settings: auto.AutoSettings, spend: float,
+    def _try_appeal(self, skill: str, model: str, settings: auto_queue.AutoSettings, spend: float,
                     tokens: int) -> dict[str, Any] | None:
         return None  # appeals are Hermes' (its drafter runs on the profile's model)
 
@@ -606,13 +607,13 @@ def run_court(court: Path, *, home: Path | None = None, out: TextIO | None = Non
     folder = _folder(court)
 
     def say(text: str) -> None:
-        auto.log(folder, text)
+        auto_queue.log(folder, text)
 
     try:
         fold(court, home, say=say)
         if quarantine_moved(court, home) or hidden_skills(court):
             sync_hidden(court, home, say=say)
-        if auto.wants_runner(folder):
+        if auto_queue.wants_runner(folder):
             return runner(court, home=home, out=out).run()
     except Exception as exc:  # recorded where status shows it
         say(f"runner {os.getpid()}: stopped by an error: {exc!r}")
@@ -716,7 +717,7 @@ def _courts(args: argparse.Namespace, home: Path) -> list[Path]:
     return courts
 
 
-def install(scope: str, project: Path, home: Path, settings: auto.AutoSettings, extras: Extras) -> dict[str, Any]:
+def install(scope: str, project: Path, home: Path, settings: auto_queue.AutoSettings, extras: Extras) -> dict[str, Any]:
     """Write the hooks into Claude Code's settings and turn the court's trials on."""
     path = settings_path(scope, project, home)
     court = _court_of(scope, project, home)
@@ -756,8 +757,8 @@ def uninstall(scope: str, project: Path, home: Path) -> dict[str, Any]:
             path.unlink()
         elif removed:
             _write_settings_file(path, new)
-    if (court / auto.SETTINGS_NAME).exists():
-        current = auto.read_settings(_folder(court))
+    if (court / auto_queue.SETTINGS_NAME).exists():
+        current = auto_queue.read_settings(_folder(court))
         write_court_settings(court, replace(current, enabled=False), read_extras(court))
     with contextlib.suppress(FileNotFoundError):
         (court / INSTALL_NAME).unlink()
@@ -862,13 +863,13 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
         p.add_argument("--project", metavar="DIR", type=Path, default=None,
                        help="the Claude Code project (default: the nearest folder above with .claude/skills, "
                             "else the current one)")
-    inst.add_argument("--budget", metavar="USD", type=auto._float_arg(auto.check_budget, "--budget"), default=None,
-                      help=f"what automatic trials may spend a day (default ${auto.DEFAULT_BUDGET:.2f})")
-    inst.add_argument("--judge-tokens", metavar="N", type=auto._tokens_arg, default=None,
-                      help=f"judge tokens automatic trials may use a day (default {auto.DEFAULT_JUDGE_TOKENS:,})")
-    inst.add_argument("--quiet-minutes", metavar="M", type=auto._float_arg(auto.check_quiet, "--quiet-minutes"),
+    inst.add_argument("--budget", metavar="USD", type=auto.float_arg(auto_queue.check_budget, "--budget"), default=None,
+                      help=f"what automatic trials may spend a day (default ${auto_queue.DEFAULT_BUDGET:.2f})")
+    inst.add_argument("--judge-tokens", metavar="N", type=auto.tokens_arg, default=None,
+                      help=f"judge tokens automatic trials may use a day (default {auto_queue.DEFAULT_JUDGE_TOKENS:,})")
+    inst.add_argument("--quiet-minutes", metavar="M", type=auto.float_arg(auto_queue.check_quiet, "--quiet-minutes"),
                       default=None, help="also try a skill left this long without a change while its session "
-                                         f"goes on (default {auto.DEFAULT_QUIET_MINUTES:g})")
+                                         f"goes on (default {auto_queue.DEFAULT_QUIET_MINUTES:g})")
     inst.add_argument("--sandbox", choices=("docker", "local", "auto"), default=None,
                       help="sandbox of the trials (default: docker when an engine answers, else local)")
     inst.add_argument("--model", metavar="PROVIDER/MODEL", default=None,
@@ -901,10 +902,10 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
             scope = _scope(args)
             project = _project_arg(args)
             court = _court_of(scope, project, home)
-            current = auto.read_settings(_folder(court)) if (court / auto.SETTINGS_NAME).exists() \
-                else auto.AutoSettings()
+            current = auto_queue.read_settings(_folder(court)) if (court / auto_queue.SETTINGS_NAME).exists() \
+                else auto_queue.AutoSettings()
             was = read_extras(court)
-            settings = auto.AutoSettings(
+            settings = auto_queue.AutoSettings(
                 enabled=True, budget_usd=args.budget if args.budget is not None else current.budget_usd,
                 quiet_minutes=args.quiet_minutes if args.quiet_minutes is not None else current.quiet_minutes,
                 judge_tokens=args.judge_tokens if args.judge_tokens is not None else current.judge_tokens,
@@ -967,7 +968,7 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
                           f"`{prog} claude status` lists the hidden skills"))
                 return 3
             return 0
-    except (ClaudeError, auto.AutoError, q.QuarantineFileError, claude_mine.MineError) as exc:
+    except (ClaudeError, auto_queue.AutoError, q.QuarantineFileError, claude_mine.MineError) as exc:
         err(plain(f"{prog} claude {command}: {exc}"))
         return 2
     err(f"{prog} claude: name a command: install, uninstall, status or release")

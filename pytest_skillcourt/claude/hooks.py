@@ -27,7 +27,7 @@ What each hook does (the input is Claude Code's hook JSON on stdin):
   (``python -m pytest_skillcourt.claude.court run``) is started in its own process session,
   never waited for.
 
-The queue itself (``auto-state.json``, ``auto.json``) is :mod:`pytest_skillcourt.engine.auto`'s,
+The queue itself (``auto-state.json``, ``auto.json``) is :mod:`pytest_skillcourt.core.auto_queue`'s,
 folded from the inbox by the runner.  Every error is caught, written to
 ``claude-hooks.log`` in the court folder (else the user's), and the hook exits 0 with
 nothing on stdout: a hook never fails or blocks the session and never talks to the model.
@@ -49,7 +49,7 @@ from typing import IO, Any, Iterator, Mapping, Sequence
 from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.printable import plain
 
-#: The names :mod:`pytest_skillcourt.engine.auto` gives these files (a unit test holds them equal).
+#: The names :mod:`pytest_skillcourt.core.auto_queue` gives these files (a unit test holds them equal).
 SETTINGS_NAME = "auto.json"
 STATE_NAME = "auto-state.json"
 STATE_LOCK = "auto-state.lock"
@@ -295,8 +295,8 @@ def _pending(notice: Any, platform: str = PLATFORM) -> bool:
 def take_notices(court: Path, *, to: str, now: float | None = None,
                  platform: str = PLATFORM) -> list[dict[str, Any]]:
     """The court's undelivered Claude Code notices, marked delivered to ``to`` (each goes
-    out once: the read-modify-write of :func:`pytest_skillcourt.engine.auto.take_notices`, under
-    the same state lock)."""
+    out once: the read-modify-write of :func:`pytest_skillcourt.core.auto_queue.take_notices`,
+    under the same state lock)."""
     path = court / STATE_NAME
     if not path.exists() or not any(_pending(n, platform) for n in _state(court).get("notices") or []):
         return []  # the common case: no lock, no write

@@ -14,6 +14,7 @@ from pytest_skillcourt.claude import court as claude_court
 from pytest_skillcourt.cli.output import error, out, out_lines, prog_name
 from pytest_skillcourt.cli.parser import EXIT_USAGE, ExitStatus, exit_status_of, number, subcommand, whole_number, wrap
 from pytest_skillcourt.cli.paths import library_layout, library_options
+from pytest_skillcourt.core import auto_queue
 from pytest_skillcourt.core.layout import LayoutError, check_library
 from pytest_skillcourt.core.layout import quarantine_file as layout_quarantine
 from pytest_skillcourt.core.printable import plain
@@ -59,7 +60,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
             budget=args.budget, allow_unpriced=args.allow_unpriced, timeout=args.timeout, apply=args.apply,
             keep_sandboxes=args.keep_sandboxes, fresh=args.fresh, items=args.items,
             run_undecidable=args.run_undecidable,
-            judge_model=args.judge_model or (auto_trials.judge_model(layout.hermes_home)[0]
+            judge_model=args.judge_model or (auto_queue.judge_model(layout.hermes_home)[0]
                                              if layout.hermes_home is not None else None),
             as_json=args.as_json, quarantine=layout_quarantine(layout, getattr(args, "quarantine", None)),
             hermes_profile=Path(profile) if args.agent == "hermes" and profile else None,

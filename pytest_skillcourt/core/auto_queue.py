@@ -17,7 +17,8 @@ The plugin (:mod:`pytest_skillcourt.hermes`) calls :func:`queue_change` from Her
 ``post_tool_call`` on a ``skill_manage`` create/patch/edit, :func:`end_session` from
 ``on_session_finalize``, and :func:`maybe_start_runner` from those and from
 ``pre_llm_call`` (a skill quiet for ``quiet_minutes``).  The runner is
-``skill-court trial --auto`` (:func:`run_queue`), started in its own process session.
+``skill-court trial --auto`` (:func:`pytest_skillcourt.engine.auto.run_queue`), started in its
+own process session.
 
 A change is ``queued`` (its session still runs), ``ready`` (session ended or quiet),
 ``running``, ``waiting`` (left unfinished: the sandbox or the model was not there, or
@@ -94,15 +95,17 @@ def data_dir(home: Path | CourtFolder) -> Path:
     return Path(home).expanduser().absolute() / HERMES_DATA
 
 
-def _now() -> float:
+def wall_time() -> float:
+    """Now, in seconds since the epoch (the runner's default clock)."""
     return time.time()
 
 
-def _iso(ts: float) -> str:
+def iso_time(ts: float) -> str:
+    """``ts`` as UTC ``YYYY-MM-DDTHH:MM:SSZ`` (the log's and ``auto status``'s times)."""
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _day(ts: float) -> str:
+def local_day(ts: float) -> str:
     """The local calendar day of ``ts`` (a daily budget follows the user's clock)."""
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
 
@@ -261,7 +264,7 @@ def log(home: Path, text: str, *, now: float | None = None) -> None:
     path = data_dir(home) / LOG_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(f"{_iso(now or _now())} {text}\n")
+        handle.write(f"{iso_time(now or wall_time())} {text}\n")
 
 
 # -- the spend of a day -----------------------------------------------------------------------
@@ -271,12 +274,12 @@ def today(hermes_home: Path, now: float | None = None) -> dict[str, Any]:
     """Today's automatic spend and judge tokens against their caps (for ``auto status``
     and the dashboard): ``date``, ``spend_usd``, ``budget_usd``, ``judge_tokens``,
     ``judge_tokens_cap``, ``enabled``.  A broken file gives zeros and ``error``."""
-    now = now or _now()
-    out: dict[str, Any] = {"date": _day(now), "spend_usd": 0.0, "judge_tokens": 0, "enabled": False,
+    now = now or wall_time()
+    out: dict[str, Any] = {"date": local_day(now), "spend_usd": 0.0, "judge_tokens": 0, "enabled": False,
                            "budget_usd": DEFAULT_BUDGET, "judge_tokens_cap": DEFAULT_JUDGE_TOKENS}
     try:
         settings = read_settings(hermes_home)
-        day = read_state(hermes_home)["days"].get(_day(now)) or {}
+        day = read_state(hermes_home)["days"].get(local_day(now)) or {}
     except AutoError as exc:
         out["error"] = str(exc)
         return out
@@ -285,8 +288,9 @@ def today(hermes_home: Path, now: float | None = None) -> dict[str, Any]:
     return out
 
 
-def _charge(state: dict[str, Any], now: float, spend: float, tokens: int) -> None:
-    day = state["days"].setdefault(_day(now), {"spend_usd": 0.0, "judge_tokens": 0})
+def charge(state: dict[str, Any], now: float, spend: float, tokens: int) -> None:
+    """Add ``spend`` and judge ``tokens`` to the day of ``now`` in ``state`` (negatives count 0)."""
+    day = state["days"].setdefault(local_day(now), {"spend_usd": 0.0, "judge_tokens": 0})
     day["spend_usd"] = float(day.get("spend_usd", 0.0)) + max(0.0, spend)
     day["judge_tokens"] = int(day.get("judge_tokens", 0)) + max(0, tokens)
 
@@ -294,7 +298,8 @@ def _charge(state: dict[str, Any], now: float, spend: float, tokens: int) -> Non
 # -- the queue ----------------------------------------------------------------------------------
 
 
-def _open_change(state: Mapping[str, Any], skill: str) -> dict[str, Any] | None:
+def open_change(state: Mapping[str, Any], skill: str) -> dict[str, Any] | None:
+    """The change of ``skill`` in ``state`` not closed yet (one of :data:`OPEN`), if any."""
     for change in state["changes"]:
         if change.get("skill") == skill and change.get("status") in OPEN:
             return change  # type: ignore[no-any-return]
@@ -312,11 +317,11 @@ def queue_change(home: Path, skill: str, session_id: str, action: str, *, now: f
         return None
     if not read_settings(home).enabled:
         return None
-    now = now or _now()
+    now = now or wall_time()
     with editing_state(home) as state:
         if skill in state["stopped"]:
             return None
-        change = _open_change(state, skill)
+        change = open_change(state, skill)
         if change is not None and change.get("status") == "running":
             change = None  # the running trial is about older bytes: queue the new ones too
         if change is None:
@@ -365,7 +370,7 @@ def wants_runner(home: Path, now: float | None = None) -> bool:
     """True when a runner should start now: automatic trials on, no runner working,
     and a change due that is new (ready or quiet), or only unfinished ones and no
     runner started for :data:`RETRY_SECONDS`."""
-    now = now or _now()
+    now = now or wall_time()
     settings = read_settings(home)
     if not settings.enabled:
         return False
@@ -390,7 +395,7 @@ def runner_command(home: Path) -> list[str]:
 def start_runner(home: Path, *, now: float | None = None, env: Mapping[str, str] | None = None) -> int:
     """Start the runner in its own process session (stdin from /dev/null, output into
     ``auto.log``); its pid.  Never waits for it."""
-    now = now or _now()
+    now = now or wall_time()
     folder = data_dir(home)
     folder.mkdir(parents=True, exist_ok=True)
     environ = dict(env if env is not None else os.environ)
@@ -439,7 +444,7 @@ def _same_sender(origin: Mapping[str, Any], platform: str, chat_id: Any, user_id
 def take_notices(home: Path, *, platform: str, chat_id: Any = None, user_id: Any = None,
                  now: float | None = None, to: str = "") -> list[dict[str, Any]]:
     """The undelivered notices for this sender, marked delivered (each goes out once)."""
-    now = now or _now()
+    now = now or wall_time()
     path = data_dir(home) / STATE_NAME
     if not path.exists():
         return []

@@ -23,19 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
 from pytest_skillcourt.core import locks
-from pytest_skillcourt.core.layout import HERMES_DATA, Layout, hermes_config, hermes_layout, hermes_model  # noqa: F401
+from pytest_skillcourt.core.layout import Layout, hermes_config, hermes_layout, hermes_model
 from pytest_skillcourt.core.quarantine import QuarantineFileError, read_entries
 from pytest_skillcourt.core.transcript import message_text, parse_calls, skill_name
 
-# The queue and state live in core (the Hermes plugin's hooks read them without the engine);
-# the runner and the commands use them here, and so do callers of this module.
-from pytest_skillcourt.core.auto_queue import (  # noqa: F401
-    AutoError, AutoSettings, CourtFolder, DEFAULT_BUDGET, DEFAULT_JUDGE_TOKENS,
-    DEFAULT_QUIET_MINUTES, JUDGE_TASK, LOG_NAME, OPEN, RETRY_SECONDS, RUNNER_LOCK, SETTINGS_NAME,
-    STATE_LOCK, STATE_NAME, STATUS_ROWS, WATCHED_ACTIONS, _charge, _day, _iso, _now, _open_change,
-    add_notice, check_budget, check_quiet, check_runner, check_tokens, data_dir, due,
-    editing_state, end_session, judge_model, log, maybe_start_runner, queue_change, read_settings,
-    read_state, runner_command, session_origin, take_notices, today, wants_runner, write_settings,
+# The queue and state live in core (the Hermes plugin's hooks read them without the engine).
+from pytest_skillcourt.core.auto_queue import (
+    DEFAULT_BUDGET, DEFAULT_JUDGE_TOKENS, DEFAULT_QUIET_MINUTES, LOG_NAME, RETRY_SECONDS, RUNNER_LOCK,
+    STATUS_ROWS, WATCHED_ACTIONS, AutoError, AutoSettings, CourtFolder, add_notice, charge, check_budget,
+    check_quiet, check_runner, check_tokens, data_dir, due, editing_state, iso_time, judge_model, log,
+    read_settings, read_state, today, wall_time, write_settings,
 )
 
 if TYPE_CHECKING:  # the engine is imported where a trial runs, not when Hermes loads the plugin
@@ -199,7 +196,7 @@ class Runner:
     #: The command that changes the settings (``... --budget USD``), in notices.
     settings_command = "auto on"
 
-    def __init__(self, home: Path | CourtFolder, *, out: TextIO | None = None, clock: Callable[[], float] = _now,
+    def __init__(self, home: Path | CourtFolder, *, out: TextIO | None = None, clock: Callable[[], float] = wall_time,
                  trial: Callable[..., Any] | None = None, appeal: Callable[..., Any] | None = None,
                  layout: Layout | None = None) -> None:
         from pytest_skillcourt.sandbox import docker as docker_sandbox
@@ -315,7 +312,7 @@ class Runner:
             for c in state["changes"]:
                 if c["id"] == change["id"]:
                     c.update(status=status, detail=detail, finished_at=now)
-            _charge(state, now, spend, tokens)
+            charge(state, now, spend, tokens)
             if stop:
                 state["stopped"][change["skill"]] = {"reason": stop, "at": now}
             if notice:
@@ -410,7 +407,7 @@ class Runner:
                     c.update(status="done", finished_at=now, trial=trial_id,
                              verdicts=[(v.get("model"), (v.get("verdict") or {}).get("kind")) for v in verdicts],
                              detail=f"spend ${spend:.4f}, {tokens} judge tokens")
-            _charge(state, now, spend, tokens)
+            charge(state, now, spend, tokens)
             for text, verdict in zip(notices, verdicts):
                 add_notice(state, change, text, now=now, model=str(verdict.get("model")))
         for text in notices:
@@ -444,7 +441,7 @@ class Runner:
     def _charge_only(self, spend: float, tokens: int) -> None:
         if spend or tokens:
             with editing_state(self.home) as state:
-                _charge(state, self.clock(), spend, tokens)
+                charge(state, self.clock(), spend, tokens)
 
     def _runner_unavailable(self, change: Mapping[str, Any], exc: RunnerUnavailable) -> Step:
         """The agent the trial must run in cannot run here: never tried in another one.
@@ -517,7 +514,7 @@ def run_queue(home: Path, *, out: TextIO | None = None) -> int:
 
 def status(home: Path, *, now: float | None = None) -> dict[str, Any]:
     """What ``auto status`` shows: settings, today's spend and tokens, the latest changes and notices."""
-    now = now or _now()
+    now = now or wall_time()
     settings = read_settings(home)
     state = read_state(home)
     runner = dict(state["runner"])
@@ -527,7 +524,8 @@ def status(home: Path, *, now: float | None = None) -> dict[str, Any]:
             "notices": state["notices"][-STATUS_ROWS:][::-1], "log": str(data_dir(home) / LOG_NAME)}
 
 
-def _float_arg(check: Callable[[Any, str], float], flag: str) -> Callable[[str], float]:
+def float_arg(check: Callable[[Any, str], float], flag: str) -> Callable[[str], float]:
+    """An argparse ``type`` for a number option ``flag`` that ``check`` (a settings check) vets."""
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -550,7 +548,8 @@ def _as_flag(message: str, flag: str) -> str:
     return text.replace(_FIELDS[flag], "the value", 1).split("; set it with", 1)[0]
 
 
-def _tokens_arg(text: str) -> int:
+def tokens_arg(text: str) -> int:
+    """The argparse ``type`` of ``--judge-tokens`` (``300_000`` reads too)."""
     try:
         value = int(text.replace("_", ""))
     except ValueError:
@@ -579,11 +578,11 @@ def add_parser(sub: Any, *, parents: Sequence[argparse.ArgumentParser], handler:
                             epilog=epilog, formatter_class=formatter)
     on.add_argument("--hermes-home", metavar="DIR", type=Path, default=None,
                     help="the Hermes home (profile) (default: $HERMES_HOME, else ~/.hermes)")
-    on.add_argument("--budget", metavar="USD", type=_float_arg(check_budget, "--budget"), default=None,
+    on.add_argument("--budget", metavar="USD", type=float_arg(check_budget, "--budget"), default=None,
                     help=f"what automatic trials may spend a day (default ${DEFAULT_BUDGET:.2f})")
-    on.add_argument("--quiet-minutes", metavar="M", type=_float_arg(check_quiet, "--quiet-minutes"), default=None,
+    on.add_argument("--quiet-minutes", metavar="M", type=float_arg(check_quiet, "--quiet-minutes"), default=None,
                     help=f"try a skill once it went this long without a change (default {DEFAULT_QUIET_MINUTES:g})")
-    on.add_argument("--judge-tokens", metavar="N", type=_tokens_arg, default=None,
+    on.add_argument("--judge-tokens", metavar="N", type=tokens_arg, default=None,
                     help=f"judge tokens automatic trials may use a day (default {DEFAULT_JUDGE_TOKENS:,})")
     on.add_argument("--sandbox", choices=("docker", "local", "auto"), default=None,
                     help="sandbox of the trials (default: docker when an engine answers, else local)")
@@ -666,13 +665,13 @@ def status_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"stopped: {skill}: {why.get('reason') if isinstance(why, dict) else why}")
     lines.append(f"changes (latest {STATUS_ROWS}):" if doc["changes"] else "changes: none queued")
     for c in doc["changes"]:
-        lines.append(f"  {_iso(float(c.get('changed_at', 0)))}  {c.get('skill')}  {c.get('action')}  "
+        lines.append(f"  {iso_time(float(c.get('changed_at', 0)))}  {c.get('skill')}  {c.get('action')}  "
                      f"{c.get('status')}  session {c.get('session_id')}"
                      + (f"  {c['detail']}" if c.get("detail") else ""))
     lines.append(f"notices (latest {STATUS_ROWS}):" if doc["notices"] else "notices: none")
     for n in doc["notices"]:
-        shown = f"shown {_iso(float(n['delivered_at']))}" if n.get("delivered_at") else "not shown yet"
-        lines.append(f"  {_iso(float(n.get('made_at', 0)))}  ({shown})")
+        shown = f"shown {iso_time(float(n['delivered_at']))}" if n.get("delivered_at") else "not shown yet"
+        lines.append(f"  {iso_time(float(n.get('made_at', 0)))}  ({shown})")
         lines += ["    " + line for line in str(n.get("text", "")).splitlines()]
     lines.append(f"log: {doc['log']}")
     return lines

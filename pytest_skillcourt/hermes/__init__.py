@@ -31,7 +31,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from pytest_skillcourt.core import auto_queue as auto
+from pytest_skillcourt.core import auto_queue
 from pytest_skillcourt.hermes import court_command, wrappers
 from pytest_skillcourt.hermes.trial_hooks import AutoTrials
 
@@ -115,10 +115,11 @@ def register(ctx: Any) -> None:
     register_task = getattr(ctx, "register_auxiliary_task", None)
     if callable(register_task):
         try:
-            register_task(auto.JUDGE_TASK, display_name="Skill Court judge",
+            register_task(auto_queue.JUDGE_TASK, display_name="Skill Court judge",
                           description="judges skill-court trials' answers without a check, finds causes, "
                                       "drafts appeals",
                           defaults={"provider": "auto", "model": "", "timeout": 120})
         except Exception:
-            logger.warning("skill-court: could not register the auxiliary task %s", auto.JUDGE_TASK, exc_info=True)
+            logger.warning("skill-court: could not register the auxiliary task %s", auto_queue.JUDGE_TASK,
+                           exc_info=True)
     court_command.register(ctx)

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_skillcourt.core import auto_queue as auto
-from pytest_skillcourt.core.layout import active_hermes_home
+from pytest_skillcourt.core import auto_queue
+from pytest_skillcourt.core.layout import HERMES_DATA, active_hermes_home
 
 logger = logging.getLogger("skill_court")
 
@@ -70,7 +70,7 @@ class AutoTrials:
                 logger.debug("skill-court: automatic trials: %s failed", name, exc_info=True)
 
     def _enabled(self, home: Path) -> bool:
-        return (home / auto.HERMES_DATA / auto.SETTINGS_NAME).exists() and auto.read_settings(home).enabled
+        return (home / HERMES_DATA / auto_queue.SETTINGS_NAME).exists() and auto_queue.read_settings(home).enabled
 
     def post_tool_call(self, tool_name: Any = None, args: Any = None, result: Any = None,
                        session_id: Any = None, **kwargs: Any) -> None:
@@ -80,7 +80,7 @@ class AutoTrials:
 
         def queue() -> None:
             action, name = args.get("action"), args.get("name")
-            if action not in auto.WATCHED_ACTIONS or not isinstance(name, str) or not _succeeded(result):
+            if action not in auto_queue.WATCHED_ACTIONS or not isinstance(name, str) or not _succeeded(result):
                 return
             from pytest_skillcourt.core.transcript import skill_name  # not at load: it reads the library's modules
 
@@ -88,10 +88,10 @@ class AutoTrials:
             if not self._enabled(home):
                 return
             sid = str(session_id or "")
-            change = auto.queue_change(home, skill_name(name) or name, sid, str(action),
-                                       origin=auto.session_origin(home, sid) if sid else None)
+            change = auto_queue.queue_change(home, skill_name(name) or name, sid, str(action),
+                                             origin=auto_queue.session_origin(home, sid) if sid else None)
             if change is not None:
-                auto.log(home, f"{change['skill']}: {action} by session {sid or '?'} queued")
+                auto_queue.log(home, f"{change['skill']}: {action} by session {sid or '?'} queued")
 
         self._guard("post_tool_call", queue)
         return None
@@ -101,8 +101,8 @@ class AutoTrials:
         def finish() -> None:
             home = self.home()
             if self._enabled(home):
-                auto.end_session(home, str(session_id or ""))
-                auto.maybe_start_runner(home)
+                auto_queue.end_session(home, str(session_id or ""))
+                auto_queue.maybe_start_runner(home)
 
         self._guard("on_session_finalize", finish)
         return None
@@ -113,7 +113,7 @@ class AutoTrials:
         def check() -> None:
             home = self.home()
             if self._enabled(home):
-                auto.maybe_start_runner(home)
+                auto_queue.maybe_start_runner(home)
 
         self._guard("on_session_end", check)
         return None
@@ -123,13 +123,13 @@ class AutoTrials:
         change; returns nothing, so nothing enters the model's context."""
         def check() -> None:
             home = self.home()
-            if not (home / auto.HERMES_DATA).is_dir():
+            if not (home / HERMES_DATA).is_dir():
                 return
             if str(platform or "cli") == "cli":
-                for notice in auto.take_notices(home, platform="cli", to="cli"):
+                for notice in auto_queue.take_notices(home, platform="cli", to="cli"):
                     show_to_user(str(notice["text"]))
             if self._enabled(home):
-                auto.maybe_start_runner(home)
+                auto_queue.maybe_start_runner(home)
 
         self._guard("pre_llm_call", check)
         return None
@@ -144,13 +144,13 @@ class AutoTrials:
             if source is None or not platform or gateway is None:
                 return
             home = self.home()
-            if not (home / auto.HERMES_DATA / auto.STATE_NAME).exists():
+            if not (home / HERMES_DATA / auto_queue.STATE_NAME).exists():
                 return
             adapter = (getattr(gateway, "adapters", None) or {}).get(source.platform)
             if adapter is None:
                 return
-            notices = auto.take_notices(home, platform=str(platform), chat_id=source.chat_id,
-                                        user_id=source.user_id, to=f"{platform}:{source.chat_id}")
+            notices = auto_queue.take_notices(home, platform=str(platform), chat_id=source.chat_id,
+                                              user_id=source.user_id, to=f"{platform}:{source.chat_id}")
             if not notices:
                 return
             import asyncio

@@ -27,8 +27,7 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.engine import auto
-from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core import auto_queue, quarantine as q
 from pytest_skillcourt.core.store import Store
 from tests.support import REPO
 from tests.support.builders import hurting_model, right_total, sees_skill, wrong_total
@@ -142,7 +141,7 @@ class Profile:
         return session
 
     def state(self) -> dict[str, Any]:
-        return auto.read_state(self.home)
+        return auto_queue.read_state(self.home)
 
     def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 420) -> dict[str, Any]:
         end = time.monotonic() + timeout
@@ -156,7 +155,7 @@ class Profile:
 
 
 def closed(state: dict[str, Any]) -> bool:
-    return bool(state["changes"]) and all(c["status"] not in auto.OPEN for c in state["changes"])
+    return bool(state["changes"]) and all(c["status"] not in auto_queue.OPEN for c in state["changes"])
 
 
 def left_in_session(sid: int) -> list[str]:
@@ -212,7 +211,7 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     calls = [r for r in profile.server.chat_requests() if not is_hermes_session(r)]
     runs = [r for r in calls if r.tools]
     judged = [r for r in calls if not r.tools and "impartial judge" in r.system]
-    day = auto.today(profile.home)
+    day = auto_queue.today(profile.home)
     store = Store(profile.data / "court.db", readonly=True)
     try:
         (appeal,) = store.skill_appeals(SKILL)  # drafted and tried after the HURTS, within the budget
@@ -341,14 +340,14 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
         assert change["status"] == "running" and change["attempts"] == 1
         # A new runner is not started by the plugin within 30 minutes of the last one...
         now = time.time()
-        assert auto.wants_runner(profile.home, now) is False
-        assert auto.wants_runner(profile.home, now + auto.RETRY_SECONDS + 1) is True
+        assert auto_queue.wants_runner(profile.home, now) is False
+        assert auto_queue.wants_runner(profile.home, now + auto_queue.RETRY_SECONDS + 1) is True
         # ... and one started then finishes the change.  By then the killed trial's sandbox
         # is that old (a younger one is spared as maybe still being made: CREATION_GRACE_S).
         for path in left:
-            then = path.stat().st_mtime - auto.RETRY_SECONDS
+            then = path.stat().st_mtime - auto_queue.RETRY_SECONDS
             os.utime(path, (then, then))
-        again = subprocess.run(auto.runner_command(profile.home), env=profile.env, capture_output=True,
+        again = subprocess.run(auto_queue.runner_command(profile.home), env=profile.env, capture_output=True,
                                text=True, timeout=600, check=False)
         assert again.returncode == 0, again.stderr
         (change,) = profile.state()["changes"]
@@ -370,7 +369,7 @@ def test_the_daily_budget_stops_new_work_and_says_so(tmp_path: Path, bwrap_ok: N
         profile.session_that_writes_the_skill()
         state = profile.wait(closed)
         (first,) = state["changes"]
-        spent = auto.today(profile.home)["spend_usd"]
+        spent = auto_queue.today(profile.home)["spend_usd"]
         assert spent >= 0.02  # the engine's budget stops the runs; the day's budget is used up
         assert "the daily budget ($0.02) stopped this trial's runs" in state["notices"][0]["text"]
         # A second change of the skill is queued but not tried: no new work past the budget.

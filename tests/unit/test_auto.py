@@ -17,7 +17,8 @@ import pytest
 
 from pytest_skillcourt.engine import auto
 from pytest_skillcourt.engine import cache
-from pytest_skillcourt.core import locks
+from pytest_skillcourt.core import auto_queue, locks
+from pytest_skillcourt.core.layout import HERMES_DATA
 from pytest_skillcourt import cli
 from pytest_skillcourt.hermes.trial_hooks import AutoTrials
 from tests.support.builders import model_spec, run_record
@@ -36,30 +37,30 @@ def home(tmp_path: Path) -> Path:
 
 
 def turn_on(home: Path, **kw: object) -> None:
-    auto.write_settings(home, auto.AutoSettings(enabled=True, **kw))  # type: ignore[arg-type]
+    auto_queue.write_settings(home, auto_queue.AutoSettings(enabled=True, **kw))  # type: ignore[arg-type]
 
 
 # -- settings ----------------------------------------------------------------------------------
 
 
 def test_off_until_turned_on_and_nothing_is_queued(home: Path) -> None:
-    assert auto.read_settings(home) == auto.AutoSettings()
-    assert auto.AutoSettings().enabled is False
-    assert auto.queue_change(home, SKILL, "s1", "create", now=T0) is None
-    assert not (home / auto.HERMES_DATA / auto.STATE_NAME).exists()
+    assert auto_queue.read_settings(home) == auto_queue.AutoSettings()
+    assert auto_queue.AutoSettings().enabled is False
+    assert auto_queue.queue_change(home, SKILL, "s1", "create", now=T0) is None
+    assert not (home / HERMES_DATA / auto_queue.STATE_NAME).exists()
 
 
 def test_auto_on_off_status_round_trip(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["auto", "on", "--hermes-home", str(home)]) == 0
-    s = auto.read_settings(home)
+    s = auto_queue.read_settings(home)
     assert (s.enabled, s.budget_usd, s.quiet_minutes, s.judge_tokens) == (True, 2.0, 15.0, 300_000)
     assert cli.main(["auto", "on", "--hermes-home", str(home), "--budget", "0.5", "--judge-tokens", "1000"]) == 0
-    s = auto.read_settings(home)
+    s = auto_queue.read_settings(home)
     assert (s.budget_usd, s.judge_tokens, s.quiet_minutes) == (0.5, 1000, 15.0)  # the rest kept
     out = capsys.readouterr()
     assert "Automatic trials are on" in out.out and "plugin is not enabled" in out.err
     assert cli.main(["auto", "off", "--hermes-home", str(home)]) == 0
-    assert auto.read_settings(home).enabled is False and auto.read_settings(home).budget_usd == 0.5
+    assert auto_queue.read_settings(home).enabled is False and auto_queue.read_settings(home).budget_usd == 0.5
     capsys.readouterr()
     assert cli.main(["auto", "status", "--hermes-home", str(home), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -80,7 +81,7 @@ def test_bad_options_are_refused_and_write_nothing(home: Path, args: list[str], 
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["auto", "on", "--hermes-home", str(home), *args]) == 2
     assert message in capsys.readouterr().err
-    assert not (home / auto.HERMES_DATA / auto.SETTINGS_NAME).exists()
+    assert not (home / HERMES_DATA / auto_queue.SETTINGS_NAME).exists()
 
 
 @pytest.mark.parametrize("text, message", [
@@ -93,11 +94,11 @@ def test_bad_options_are_refused_and_write_nothing(home: Path, args: list[str], 
 ])
 def test_a_broken_settings_file_is_named_with_its_field(home: Path, text: str, message: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    path = home / auto.HERMES_DATA / auto.SETTINGS_NAME
+    path = home / HERMES_DATA / auto_queue.SETTINGS_NAME
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    with pytest.raises(auto.AutoError, match=message) as exc:
-        auto.read_settings(home)
+    with pytest.raises(auto_queue.AutoError, match=message) as exc:
+        auto_queue.read_settings(home)
     assert str(path) in str(exc.value)
     assert cli.main(["auto", "status", "--hermes-home", str(home)]) == 2
     assert message in capsys.readouterr().err
@@ -106,11 +107,11 @@ def test_a_broken_settings_file_is_named_with_its_field(home: Path, text: str, m
 
 def test_a_broken_state_file_is_named(home: Path) -> None:
     turn_on(home)
-    path = home / auto.HERMES_DATA / auto.STATE_NAME
+    path = home / HERMES_DATA / auto_queue.STATE_NAME
     path.write_text('{"changes": 3, "notices": []}')
-    with pytest.raises(auto.AutoError, match="changes and notices must be lists"):
-        auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    assert auto.today(home, T0)["error"].startswith(str(path))
+    with pytest.raises(auto_queue.AutoError, match="changes and notices must be lists"):
+        auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    assert auto_queue.today(home, T0)["error"].startswith(str(path))
 
 
 def test_trial_auto_refuses_skills_and_all(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,83 +124,83 @@ def test_trial_auto_refuses_skills_and_all(home: Path, capsys: pytest.CaptureFix
 
 def test_a_change_is_queued_once_per_skill_and_waits_for_its_session(home: Path) -> None:
     turn_on(home)
-    first = auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    again = auto.queue_change(home, SKILL, "s1", "patch", now=T0 + 60)
+    first = auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    again = auto_queue.queue_change(home, SKILL, "s1", "patch", now=T0 + 60)
     assert first is not None and again is not None and first["id"] == again["id"]
-    assert auto.queue_change(home, SKILL, "s1", "delete", now=T0) is None  # not a watched action
-    state = auto.read_state(home)
+    assert auto_queue.queue_change(home, SKILL, "s1", "delete", now=T0) is None  # not a watched action
+    state = auto_queue.read_state(home)
     (change,) = state["changes"]
     assert (change["status"], change["action"], change["changed_at"], change["sessions"]) == \
         ("queued", "patch", T0 + 60, ["s1"])
-    settings = auto.read_settings(home)
-    assert auto.due(state, settings, T0 + 120) == []  # the session runs and the skill is not quiet
-    assert auto.due(state, settings, T0 + 60 + 15 * 60)[0]["id"] == change["id"]  # quiet for 15 minutes
-    assert auto.end_session(home, "other") == 0
-    assert auto.end_session(home, "s1") == 1
-    assert auto.read_state(home)["changes"][0]["status"] == "ready"
+    settings = auto_queue.read_settings(home)
+    assert auto_queue.due(state, settings, T0 + 120) == []  # the session runs and the skill is not quiet
+    assert auto_queue.due(state, settings, T0 + 60 + 15 * 60)[0]["id"] == change["id"]  # quiet for 15 minutes
+    assert auto_queue.end_session(home, "other") == 0
+    assert auto_queue.end_session(home, "s1") == 1
+    assert auto_queue.read_state(home)["changes"][0]["status"] == "ready"
 
 
 def test_a_change_while_its_trial_runs_is_queued_anew(home: Path) -> None:
     turn_on(home)
-    auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    with auto.editing_state(home) as state:
+    auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    with auto_queue.editing_state(home) as state:
         state["changes"][0]["status"] = "running"
-    auto.queue_change(home, SKILL, "s2", "edit", now=T0 + 5)
-    statuses = [(c["status"], c["session_id"]) for c in auto.read_state(home)["changes"]]
+    auto_queue.queue_change(home, SKILL, "s2", "edit", now=T0 + 5)
+    statuses = [(c["status"], c["session_id"]) for c in auto_queue.read_state(home)["changes"]]
     assert statuses == [("running", "s1"), ("queued", "s2")]
 
 
 def test_unfinished_changes_start_a_runner_at_most_every_30_minutes(home: Path) -> None:
     turn_on(home)
-    auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    assert auto.wants_runner(home, T0) is False  # queued, its session still runs
-    auto.end_session(home, "s1")
-    assert auto.wants_runner(home, T0) is True
-    with auto.editing_state(home) as state:
+    auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    assert auto_queue.wants_runner(home, T0) is False  # queued, its session still runs
+    auto_queue.end_session(home, "s1")
+    assert auto_queue.wants_runner(home, T0) is True
+    with auto_queue.editing_state(home) as state:
         state["changes"][0]["status"] = "waiting"
         state["runner"] = {"pid": 1, "started_at": T0}
-    assert auto.wants_runner(home, T0 + 29 * 60) is False
-    assert auto.wants_runner(home, T0 + 30 * 60) is True
-    with locks.locked(home / auto.HERMES_DATA / auto.RUNNER_LOCK):  # a runner is at work
-        assert auto.wants_runner(home, T0 + 31 * 60) is False
-    auto.write_settings(home, auto.AutoSettings(enabled=False))
-    assert auto.wants_runner(home, T0 + 31 * 60) is False
+    assert auto_queue.wants_runner(home, T0 + 29 * 60) is False
+    assert auto_queue.wants_runner(home, T0 + 30 * 60) is True
+    with locks.locked(home / HERMES_DATA / auto_queue.RUNNER_LOCK):  # a runner is at work
+        assert auto_queue.wants_runner(home, T0 + 31 * 60) is False
+    auto_queue.write_settings(home, auto_queue.AutoSettings(enabled=False))
+    assert auto_queue.wants_runner(home, T0 + 31 * 60) is False
 
 
 def test_a_stopped_skill_is_not_queued(home: Path) -> None:
     turn_on(home)
-    with auto.editing_state(home) as state:
+    with auto_queue.editing_state(home) as state:
         state["stopped"][SKILL] = {"reason": "no price", "at": T0}
-    assert auto.queue_change(home, SKILL, "s1", "create", now=T0) is None
+    assert auto_queue.queue_change(home, SKILL, "s1", "create", now=T0) is None
 
 
 # -- notices -----------------------------------------------------------------------------------
 
 
 def _notice(home: Path, origin: dict) -> None:
-    with auto.editing_state(home) as state:
-        auto.add_notice(state, {"skill": SKILL, "session_id": "s1", "origin": origin}, "verdict text", now=T0)
+    with auto_queue.editing_state(home) as state:
+        auto_queue.add_notice(state, {"skill": SKILL, "session_id": "s1", "origin": origin}, "verdict text", now=T0)
 
 
 def test_a_cli_notice_goes_out_once(home: Path) -> None:
     turn_on(home)
     _notice(home, {"platform": "cli"})
-    assert auto.take_notices(home, platform="telegram", chat_id="c", user_id="u") == []
-    (shown,) = auto.take_notices(home, platform="cli", now=T0 + 1, to="cli")
+    assert auto_queue.take_notices(home, platform="telegram", chat_id="c", user_id="u") == []
+    (shown,) = auto_queue.take_notices(home, platform="cli", now=T0 + 1, to="cli")
     assert shown["text"] == "verdict text"
-    assert auto.take_notices(home, platform="cli") == []
-    (kept,) = auto.read_state(home)["notices"]
+    assert auto_queue.take_notices(home, platform="cli") == []
+    (kept,) = auto_queue.read_state(home)["notices"]
     assert (kept["delivered_at"], kept["delivered_to"]) == (T0 + 1, "cli")
 
 
 def test_a_gateway_notice_goes_only_to_the_same_sender_in_the_same_chat(home: Path) -> None:
     turn_on(home)
     _notice(home, {"platform": "telegram", "chat_id": "c1", "user_id": "u1"})
-    assert auto.take_notices(home, platform="telegram", chat_id="c1", user_id="u2") == []
-    assert auto.take_notices(home, platform="telegram", chat_id="c2", user_id="u1") == []
-    assert auto.take_notices(home, platform="discord", chat_id="c1", user_id="u1") == []
-    assert auto.take_notices(home, platform="cli") == []
-    assert len(auto.take_notices(home, platform="telegram", chat_id="c1", user_id="u1")) == 1
+    assert auto_queue.take_notices(home, platform="telegram", chat_id="c1", user_id="u2") == []
+    assert auto_queue.take_notices(home, platform="telegram", chat_id="c2", user_id="u1") == []
+    assert auto_queue.take_notices(home, platform="discord", chat_id="c1", user_id="u1") == []
+    assert auto_queue.take_notices(home, platform="cli") == []
+    assert len(auto_queue.take_notices(home, platform="telegram", chat_id="c1", user_id="u1")) == 1
 
 
 def test_the_notice_names_skill_model_numbers_cause_hiding_and_fix() -> None:
@@ -285,9 +286,9 @@ def test_the_origin_of_a_session_comes_from_state_db(home: Path) -> None:
     db = hermes_state.SessionDB(db_path=home / "state.db")
     db.create_session("g1", "telegram", model="m", user_id="u1", chat_id="c1")
     db.close()
-    assert auto.session_origin(home, "g1") == {"platform": "telegram", "user_id": "u1", "chat_id": "c1"}
-    assert auto.session_origin(home, "missing") == {"platform": "cli"}
-    assert auto.session_origin(home / "nowhere", "g1") == {"platform": "cli"}
+    assert auto_queue.session_origin(home, "g1") == {"platform": "telegram", "user_id": "u1", "chat_id": "c1"}
+    assert auto_queue.session_origin(home, "missing") == {"platform": "cli"}
+    assert auto_queue.session_origin(home / "nowhere", "g1") == {"platform": "cli"}
 
 
 # -- the caps ----------------------------------------------------------------------------------
@@ -303,38 +304,38 @@ def _must_not_run(*args: object, **kwargs: object) -> None:
 ])
 def test_the_daily_caps_stop_new_work_and_say_so(home: Path, charged: dict, cap_text: str) -> None:
     turn_on(home)
-    auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    auto.end_session(home, "s1")
-    with auto.editing_state(home) as state:
-        state["days"][auto._day(T0)] = charged
+    auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    auto_queue.end_session(home, "s1")
+    with auto_queue.editing_state(home) as state:
+        state["days"][auto_queue.local_day(T0)] = charged
     runner = auto.Runner(home, clock=lambda: T0, trial=_must_not_run)
     assert runner.run() == 0
-    state = auto.read_state(home)
+    state = auto_queue.read_state(home)
     assert state["changes"][0]["status"] == "ready"  # kept for tomorrow
     (notice,) = state["notices"]
     assert cap_text in notice["text"]
-    assert cap_text in (home / auto.HERMES_DATA / auto.LOG_NAME).read_text()
+    assert cap_text in (home / HERMES_DATA / auto_queue.LOG_NAME).read_text()
     assert auto.Runner(home, clock=lambda: T0, trial=_must_not_run).run() == 0
-    assert len(auto.read_state(home)["notices"]) == 1  # said once a day
-    day = auto.today(home, T0)
+    assert len(auto_queue.read_state(home)["notices"]) == 1  # said once a day
+    day = auto_queue.today(home, T0)
     assert (day["spend_usd"], day["judge_tokens"]) == (charged["spend_usd"], charged["judge_tokens"])
 
 
 def test_a_second_runner_leaves_the_queue_to_the_first(home: Path) -> None:
     turn_on(home)
-    auto.queue_change(home, SKILL, "s1", "create", now=T0)
-    auto.end_session(home, "s1")
-    with locks.locked(home / auto.HERMES_DATA / auto.RUNNER_LOCK):
+    auto_queue.queue_change(home, SKILL, "s1", "create", now=T0)
+    auto_queue.end_session(home, "s1")
+    with locks.locked(home / HERMES_DATA / auto_queue.RUNNER_LOCK):
         assert auto.Runner(home, clock=lambda: T0, trial=_must_not_run).run() == 0
-    assert "another runner is working" in (home / auto.HERMES_DATA / auto.LOG_NAME).read_text()
+    assert "another runner is working" in (home / HERMES_DATA / auto_queue.LOG_NAME).read_text()
 
 
 def test_a_skill_gone_from_the_library_is_skipped(home: Path) -> None:
     turn_on(home)
-    auto.queue_change(home, "gone", "s1", "create", now=T0)
-    auto.end_session(home, "s1")
+    auto_queue.queue_change(home, "gone", "s1", "create", now=T0)
+    auto_queue.end_session(home, "s1")
     auto.Runner(home, clock=lambda: T0, trial=_must_not_run).run()
-    assert auto.read_state(home)["changes"][0]["status"] == "skipped"
+    assert auto_queue.read_state(home)["changes"][0]["status"] == "skipped"
 
 
 # -- the judge as an auxiliary task -------------------------------------------------------------
@@ -342,14 +343,14 @@ def test_a_skill_gone_from_the_library_is_skipped(home: Path) -> None:
 
 def test_the_judge_model_is_the_auxiliary_task_else_the_main_model(home: Path) -> None:
     (home / "config.yaml").write_text("model: {default: m, provider: custom, base_url: 'http://x/v1'}\n")
-    assert auto.judge_model(home) == (None, None)
+    assert auto_queue.judge_model(home) == (None, None)
     (home / "config.yaml").write_text("model: {default: m, provider: custom, base_url: 'http://x/v1'}\n"
                                       "auxiliary: {skill_court_judge: {provider: auto, model: judge-m}}\n")
-    assert auto.judge_model(home) == ("custom/judge-m", "http://x/v1")
+    assert auto_queue.judge_model(home) == ("custom/judge-m", "http://x/v1")
     (home / "config.yaml").write_text("auxiliary: {skill_court_judge: {provider: openrouter, model: a/b}}\n")
-    assert auto.judge_model(home) == ("openrouter/a/b", None)
+    assert auto_queue.judge_model(home) == ("openrouter/a/b", None)
     (home / "config.yaml").write_text("auxiliary: {skill_court_judge: {provider: auto, model: auto}}\n")
-    assert auto.judge_model(home) == (None, None)
+    assert auto_queue.judge_model(home) == (None, None)
 
 
 # -- the hooks ---------------------------------------------------------------------------------
@@ -361,16 +362,16 @@ def test_the_hook_queues_a_successful_skill_manage_only(home: Path) -> None:
     hooks.post_tool_call(tool_name="skill_manage", args={"action": "create", "name": SKILL},
                          result='{"success": false, "error": "blocked"}', session_id="s1")
     hooks.post_tool_call(tool_name="terminal", args={"command": "ls"}, result="{}", session_id="s1")
-    assert auto.read_state(home)["changes"] == []
+    assert auto_queue.read_state(home)["changes"] == []
     hooks.post_tool_call(tool_name="skill_manage", args={"action": "create", "name": SKILL},
                          result='{"success": true}', session_id="s1", task_id="t")
-    (change,) = auto.read_state(home)["changes"]
+    (change,) = auto_queue.read_state(home)["changes"]
     assert (change["skill"], change["session_id"], change["origin"]) == (SKILL, "s1", {"platform": "cli"})
 
 
 def test_a_hook_error_is_logged_and_never_raised(home: Path, caplog: pytest.LogCaptureFixture) -> None:
     turn_on(home)
-    (home / auto.HERMES_DATA / auto.STATE_NAME).write_text("{broken")
+    (home / HERMES_DATA / auto_queue.STATE_NAME).write_text("{broken")
     hooks = AutoTrials(home=lambda: home)
     assert hooks.post_tool_call(tool_name="skill_manage", args={"action": "create", "name": SKILL},
                                 result='{"success": true}', session_id="s1") is None

@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.engine import auto
 from pytest_skillcourt.claude import court as claude_court, hooks as claude_hooks, mine as claude_mine
 from pytest_skillcourt import cli
-from pytest_skillcourt.core import locks
+from pytest_skillcourt.core import auto_queue, locks
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.engine.trial_run import TrialRun
 
@@ -79,8 +78,9 @@ def installed(project: Path) -> None:
 
 def test_the_file_names_the_hooks_share_with_auto() -> None:
     assert (claude_hooks.SETTINGS_NAME, claude_hooks.STATE_NAME, claude_hooks.STATE_LOCK, claude_hooks.RUNNER_LOCK,
-            claude_hooks.LOG_NAME, claude_hooks.OPEN) == (auto.SETTINGS_NAME, auto.STATE_NAME, auto.STATE_LOCK,
-                                                          auto.RUNNER_LOCK, auto.LOG_NAME, auto.OPEN)
+            claude_hooks.LOG_NAME, claude_hooks.OPEN) == (
+        auto_queue.SETTINGS_NAME, auto_queue.STATE_NAME, auto_queue.STATE_LOCK, auto_queue.RUNNER_LOCK,
+        auto_queue.LOG_NAME, auto_queue.OPEN)
 
 
 @pytest.mark.parametrize("rel, kind", [
@@ -124,11 +124,11 @@ def test_install_keeps_every_setting_and_uninstall_removes_exactly_its_hooks(pro
     assert "matcher" not in data["hooks"]["SessionEnd"][0]
     command = post[1]["hooks"][0]["command"]
     assert " -S -c " in command and command.endswith("post-tool-use --scope project || true")
-    assert auto.read_settings(auto.CourtFolder(project / ".skill-court")).enabled
+    assert auto_queue.read_settings(auto_queue.CourtFolder(project / ".skill-court")).enabled
     assert (project / ".skill-court" / ".gitignore").exists()
     assert cli.main(["claude", "uninstall", "--project", str(project)]) == 0
     assert json.loads(settings.read_text()) == theirs
-    assert not auto.read_settings(auto.CourtFolder(project / ".skill-court")).enabled
+    assert not auto_queue.read_settings(auto_queue.CourtFolder(project / ".skill-court")).enabled
 
 
 def test_uninstall_removes_the_settings_file_install_made(project: Path, home: Path) -> None:
@@ -166,14 +166,14 @@ def test_a_written_skill_is_queued_and_nothing_reaches_the_model(project: Path, 
     events = claude_hooks.inbox_events(project / ".skill-court")
     assert [(e["event"], e["action"], e["kind"]) for e in events] == [("change", "create", "claude")]
     claude_court.fold(project / ".skill-court", home)
-    state = auto.read_state(auto.CourtFolder(project / ".skill-court"))
+    state = auto_queue.read_state(auto_queue.CourtFolder(project / ".skill-court"))
     assert [(c["skill"], c["status"], c["session_id"]) for c in state["changes"]] == [(SKILL, "queued", "s1")]
     assert state["changes"][0]["origin"]["transcripts"] == {"s1": "/t.jsonl"}
     assert started == []
     hook("session-end", {"session_id": "s1", "cwd": str(project)}, project, home, CLAUDE_PID="x")
     assert started == [project / ".skill-court"]  # the session's end starts the runner
     claude_court.fold(project / ".skill-court", home)
-    assert auto.read_state(auto.CourtFolder(project / ".skill-court"))["changes"][0]["status"] == "ready"
+    assert auto_queue.read_state(auto_queue.CourtFolder(project / ".skill-court"))["changes"][0]["status"] == "ready"
     hook("session-end", {"session_id": "other", "cwd": str(project)}, project, home)
     assert len(started) == 1  # a session that changed nothing starts nothing
 
@@ -189,9 +189,9 @@ def test_a_user_install_queues_a_project_skill_with_the_users_settings(project: 
     hook("post-tool-use", post(write_skill(project)), project, home, scope="user")
     court = project / ".skill-court"
     claude_court.fold(court, home)
-    assert auto.read_settings(auto.CourtFolder(court)).budget_usd == 0.5
+    assert auto_queue.read_settings(auto_queue.CourtFolder(court)).budget_usd == 0.5
     assert claude_court.read_extras(court).inherited_from
-    assert auto.read_state(auto.CourtFolder(court))["changes"][0]["skill"] == SKILL
+    assert auto_queue.read_state(auto_queue.CourtFolder(court))["changes"][0]["skill"] == SKILL
 
 
 @pytest.mark.parametrize("stdin", ["not json", "[1]", "", json.dumps({"tool_name": "Write", "tool_input": 3})])
@@ -248,9 +248,9 @@ def test_the_hooks_lock_is_the_one_locks_py_takes(tmp_path: Path) -> None:
 
 
 def add_notice(court: Path, text: str, platform: str = "claude-code") -> None:
-    with auto.editing_state(auto.CourtFolder(court)) as state:
-        auto.add_notice(state, {"skill": SKILL, "session_id": "s1", "origin": {"platform": platform}}, text,
-                        now=time.time())
+    with auto_queue.editing_state(auto_queue.CourtFolder(court)) as state:
+        auto_queue.add_notice(state, {"skill": SKILL, "session_id": "s1", "origin": {"platform": platform}}, text,
+                              now=time.time())
 
 
 def test_a_notice_goes_to_the_user_once_as_a_system_message(project: Path, home: Path) -> None:
@@ -264,7 +264,7 @@ def test_a_notice_goes_to_the_user_once_as_a_system_message(project: Path, home:
     assert set(out) == {"systemMessage", "suppressOutput"}  # no additionalContext: nothing for the model
     assert out["systemMessage"] == "skill-court: automatic trial of 'house-format': HURTS\n  cause:  x"
     assert hook("session-start", start, project, home) == ""  # once
-    notices = auto.read_state(auto.CourtFolder(court))["notices"]
+    notices = auto_queue.read_state(auto_queue.CourtFolder(court))["notices"]
     assert notices[0]["delivered_to"] == "claude-code (claude, session s2)" and notices[1]["delivered_at"] is None
 
 
@@ -369,7 +369,7 @@ def test_the_runner_tries_the_skill_in_claude_code_on_the_sessions_model(
     assert seen["layout"].suites_dir == project / "skills_tests" and seen["prog"] == "skill-court"
     suite = next((project / "skills_tests").glob("*.yaml")).read_text()
     assert "Question 1" in suite and "Question 2" in suite and "Save our" not in suite
-    state = auto.read_state(auto.CourtFolder(court))
+    state = auto_queue.read_state(auto_queue.CourtFolder(court))
     assert state["changes"][0]["status"] == "done"
     text = state["notices"][0]["text"]
     assert "HURTS" in text and "hidden from Claude Code" in text and f"skill-court claude release {SKILL}" in text
@@ -503,11 +503,12 @@ def test_a_codex_session_end_queues_what_changed_with_the_sessions_model(home: P
     hook("session-end", {"session_id": "c1", "cwd": str(work)}, work, home, scope="codex")
     court = home / ".codex" / "skill-court"
     claude_court.fold(court, home)
-    change = auto.read_state(auto.CourtFolder(court))["changes"][0]
+    change = auto_queue.read_state(auto_queue.CourtFolder(court))["changes"][0]
     assert (change["skill"], change["status"]) == (SKILL, "ready")
     assert change["origin"]["platform"] == "codex" and change["origin"]["model"] == "gpt-x"
     runner = claude_court.ClaudeRunner(court, home=home, environ={})
-    options = runner.trial_options(change, auto.read_settings(auto.CourtFolder(court)), budget=1.0, judge_tokens=1)
+    settings = auto_queue.read_settings(auto_queue.CourtFolder(court))
+    options = runner.trial_options(change, settings, budget=1.0, judge_tokens=1)
     assert (options.agent, options.models) == ("codex", ("openai/gpt-x",))
 
 

@@ -156,9 +156,9 @@ def test_usage_errors_of_every_command_are_2(tmp_path: Path, capsys: pytest.Capt
 
 def test_trial_auto_with_unreadable_settings_is_a_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_skillcourt.engine import auto
+    from pytest_skillcourt.core import auto_queue
 
-    settings = auto.data_dir(tmp_path) / auto.SETTINGS_NAME
+    settings = auto_queue.data_dir(tmp_path) / auto_queue.SETTINGS_NAME
     settings.parent.mkdir(parents=True)
     settings.write_text("{not json")
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # run_queue ignores SIGHUP for its own process

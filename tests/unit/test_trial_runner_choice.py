@@ -24,8 +24,9 @@ from pytest_skillcourt.engine import appeal, auto
 from pytest_skillcourt import cli, sandbox
 from pytest_skillcourt.engine import trial_run as trial_cli
 from pytest_skillcourt.agent import hermes_runner
+from pytest_skillcourt.core import auto_queue
 from pytest_skillcourt.core.runner_registry import RUNNERS
-from pytest_skillcourt.core.layout import hermes_layout, repository_layout
+from pytest_skillcourt.core.layout import HERMES_DATA, hermes_layout, repository_layout
 from pytest_skillcourt.core.skills import load_library
 from pytest_skillcourt.core.trial import TrialResult
 from tests.support.builders import write_skill
@@ -247,24 +248,24 @@ def test_the_hints_of_a_trial_name_its_library(home: Path, hermes_can_run: list,
 
 def test_auto_on_stores_agent_and_image_and_the_runner_uses_them(home: Path, hermes_can_run: list) -> None:
     assert cli.main(["auto", "on", "--hermes-home", str(home), "--agent", "builtin", "--image", "py:offline"]) == 0
-    settings = auto.read_settings(home)
+    settings = auto_queue.read_settings(home)
     assert (settings.agent, settings.image) == ("builtin", "py:offline")
-    data = json.loads((home / auto.HERMES_DATA / auto.SETTINGS_NAME).read_text())
+    data = json.loads((home / HERMES_DATA / auto_queue.SETTINGS_NAME).read_text())
     assert (data["agent"], data["image"]) == ("builtin", "py:offline")
     options = auto.Runner(home).trial_options({"skill": SKILL}, settings, budget=1.0, judge_tokens=10)
     assert (options.agent, options.image) == ("builtin", "py:offline")
     # kept by a later `auto on` that names neither; --image '' is the default image again
     assert cli.main(["auto", "on", "--hermes-home", str(home), "--budget", "1"]) == 0
-    assert (auto.read_settings(home).agent, auto.read_settings(home).image) == ("builtin", "py:offline")
+    assert (auto_queue.read_settings(home).agent, auto_queue.read_settings(home).image) == ("builtin", "py:offline")
     assert cli.main(["auto", "on", "--hermes-home", str(home), "--image", ""]) == 0
-    assert auto.read_settings(home).image is None
+    assert auto_queue.read_settings(home).image is None
 
 
 def test_auto_on_image_with_the_local_sandbox_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["auto", "on", "--hermes-home", str(home), "--sandbox", "local", "--image", "py:1"]) == 2
     err = capsys.readouterr().err
     assert "image py:1 names the Docker image of the runs, but sandbox local runs none" in err
-    assert not (home / auto.HERMES_DATA / auto.SETTINGS_NAME).exists()
+    assert not (home / HERMES_DATA / auto_queue.SETTINGS_NAME).exists()
 
 
 @pytest.mark.parametrize("data, message", [
@@ -273,18 +274,18 @@ def test_auto_on_image_with_the_local_sandbox_is_refused(home: Path, capsys: pyt
     ({"enabled": True, "image": "py:1", "sandbox": "local"}, "image py:1 names the Docker image"),
 ])
 def test_a_bad_agent_or_image_in_auto_json_is_named(home: Path, data: dict, message: str) -> None:
-    path = home / auto.HERMES_DATA / auto.SETTINGS_NAME
+    path = home / HERMES_DATA / auto_queue.SETTINGS_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
-    with pytest.raises(auto.AutoError) as caught:
-        auto.read_settings(home)
+    with pytest.raises(auto_queue.AutoError) as caught:
+        auto_queue.read_settings(home)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
 
 
 def _queued(home: Path) -> None:
-    auto.write_settings(home, auto.AutoSettings(enabled=True))
-    auto.queue_change(home, SKILL, "s1", "create", now=1_800_000_000.0)
-    auto.end_session(home, "s1")
+    auto_queue.write_settings(home, auto_queue.AutoSettings(enabled=True))
+    auto_queue.queue_change(home, SKILL, "s1", "create", now=1_800_000_000.0)
+    auto_queue.end_session(home, "s1")
 
 
 def test_an_automatic_trial_of_a_hermes_library_runs_in_hermes(home: Path, hermes_can_run: list) -> None:
@@ -313,9 +314,9 @@ def test_an_automatic_trial_whose_hermes_cannot_run_waits_and_says_so_once(home:
 
     for _ in range(2):  # a second runner (30 minutes later) says nothing new
         auto.Runner(home, clock=lambda: 1_800_000_000.0, trial=trial).run()
-        with auto.editing_state(home) as state:
+        with auto_queue.editing_state(home) as state:
             state["runner"] = {}
-    state = auto.read_state(home)
+    state = auto_queue.read_state(home)
     assert session.calls == []
     assert state["changes"][0]["status"] == "waiting"
     (notice,) = state["notices"]

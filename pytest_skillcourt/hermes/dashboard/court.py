@@ -21,7 +21,7 @@ NEUTRAL, HELPS), then by name; a skill's models likewise.
 
 Automatic trials record each day's spend and judge tokens, and the trial of
 each change they worked on, in the profile's ``auto-state.json``
-(:mod:`pytest_skillcourt.engine.auto`, ``auto.today``); the tab shows those.  Where that
+(:mod:`pytest_skillcourt.core.auto_queue`, ``auto_queue.today``); the tab shows those.  Where that
 module is not installed, a session whose recorded command line holds
 :data:`AUTO_FLAGS` counts as automatic, and today's (UTC) figures are summed from
 the store (``Store.spend`` and the judge's tokens of their verdicts): 0 without
@@ -57,7 +57,7 @@ from pytest_skillcourt.core.store import Store, StoreError
 
 _auto: Any
 try:  # automatic trials (README "Automatic trials"): their own record of each day
-    from pytest_skillcourt.engine import auto as _auto_module
+    from pytest_skillcourt.core import auto_queue as _auto_module
 
     _auto = _auto_module
 except ImportError:  # a version without them: the store's sessions marked automatic
@@ -199,7 +199,7 @@ def auto_trials(home: Path | None) -> set[str]:
 def spend_today(store: Store, rows: Sequence[Mapping[str, Any]], today: str | None = None, *,
                 home: Path | None = None, marked: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     """Today's automatic spend and judge tokens: the automatic trials' own record
-    (``auto.today``) when they are installed and ``home`` is given, else summed from
+    (``auto_queue.today``) when they are installed and ``home`` is given, else summed from
     the store's sessions marked automatic that started today (UTC)."""
     if _auto is not None and home is not None and today is None:
         day = _auto.today(home)
