@@ -41,7 +41,9 @@ def _not_rewritten() -> None:
 
 _not_rewritten()
 
-from pytest_skillcourt.plugin.options import pytest_addoption  # noqa: E402,F401  (hook re-exported for pytest)
+from pytest_skillcourt.plugin.options import pytest_addoption  # noqa: E402  (hook re-exported for pytest)
+
+__all__ = ["PACKAGE", "PLUGIN_NAME", "pytest_addoption", "pytest_configure", "pytest_unconfigure"]
 
 PLUGIN_NAME = "skill-court"
 
