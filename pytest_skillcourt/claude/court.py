@@ -47,6 +47,7 @@ from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.layout import REPOSITORY, Layout, repository_layout
 from pytest_skillcourt.core.locks import locked
 from pytest_skillcourt.core.printable import plain
+from pytest_skillcourt.core.quarantine_file import QuarantineFileError, read_entries
 from pytest_skillcourt.engine.trial_run import TrialOptions
 
 #: Where ``install`` notes what it did, in the court folder.
@@ -328,9 +329,9 @@ def sync_hidden(court: Path, home: Path, *, say: Callable[[str], None] = lambda 
         if target is None:
             continue
         try:
-            wanted = {e.skill for e in q.read_entries(layout.quarantine)}
+            wanted = {e.skill for e in read_entries(layout.quarantine)}
             marks[str(layout.quarantine)] = layout.quarantine.stat().st_mtime_ns if layout.quarantine.exists() else 0
-        except q.QuarantineFileError as exc:
+        except QuarantineFileError as exc:
             say(f"the quarantine file cannot be read, Claude Code's hidden skills are left as they are: {exc}")
             continue
         try:
@@ -968,7 +969,7 @@ def run_command(args: argparse.Namespace, *, out: Callable[[str], None], err: Ca
                           f"`{prog} claude status` lists the hidden skills"))
                 return 3
             return 0
-    except (ClaudeError, auto_queue.AutoError, q.QuarantineFileError, claude_mine.MineError) as exc:
+    except (ClaudeError, auto_queue.AutoError, QuarantineFileError, claude_mine.MineError) as exc:
         err(plain(f"{prog} claude {command}: {exc}"))
         return 2
     err(f"{prog} claude: name a command: install, uninstall, status or release")

@@ -14,7 +14,7 @@ from pytest_skillcourt.cli.output import error, out, out_json, out_lines, prog_n
 from pytest_skillcourt.cli.parser import EXIT_GATE, EXIT_OK, EXIT_USAGE, json_option, subcommand, wrap
 from pytest_skillcourt.cli.paths import STORE_HELP, quarantine_path, store_path
 from pytest_skillcourt.core.layout import quarantine_of_rootdir
-from pytest_skillcourt.core.quarantine import ENV_VAR
+from pytest_skillcourt.core.quarantine_file import ENV_VAR
 from pytest_skillcourt.core.runner_registry import RUNNERS
 from pytest_skillcourt.report.terminal import command_lines, terminal_width
 

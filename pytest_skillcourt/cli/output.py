@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from pytest_skillcourt.core.quarantine import ALL_MODELS
+from pytest_skillcourt.core.quarantine_file import ALL_MODELS
 from pytest_skillcourt.report.terminal import prose, terminal_width
 
 

@@ -23,7 +23,7 @@ from pytest_skillcourt import __version__
 from pytest_skillcourt.cli.output import error, prog_name
 from pytest_skillcourt.cli.paths import default_quarantine, hermes_own_home
 from pytest_skillcourt.core.layout import hermes_layout
-from pytest_skillcourt.core.quarantine import ENV_VAR, QuarantineFileError
+from pytest_skillcourt.core.quarantine_file import ENV_VAR, QuarantineFileError
 
 
 class ExitStatus(enum.IntEnum):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_skillcourt.claude import court as claude_court
 from pytest_skillcourt.core.layout import Layout, default_hermes_home, resolve
-from pytest_skillcourt.core.quarantine import ENV_VAR, default_path
+from pytest_skillcourt.core.quarantine_file import ENV_VAR, default_path
 
 
 def default_quarantine() -> Path:

@@ -12,7 +12,8 @@ from pytest_skillcourt.cli.output import error, out, out_json, out_lines, prog_n
 from pytest_skillcourt.cli.parser import EXIT_NO_MATCH, EXIT_OK, json_option, subcommand, wrap
 from pytest_skillcourt.cli.paths import quarantine_path
 from pytest_skillcourt.core.printable import plain
-from pytest_skillcourt.core.quarantine import ALL_MODELS, QuarantineEntry, quarantine, read_entries, release
+from pytest_skillcourt.core.quarantine import quarantine, release
+from pytest_skillcourt.core.quarantine_file import ALL_MODELS, QuarantineEntry, read_entries
 from pytest_skillcourt.engine.trial_run import release_command
 from pytest_skillcourt.report.terminal import command_lines, fit_columns, terminal_width
 
@@ -36,7 +37,7 @@ def _notice_edits(path: Path) -> tuple[Any, str | None]:
     history (``quarantine_log.notice_edits``: each is flagged once); with a history that
     cannot be written (another user's folder, a damaged store), what a read-only look
     finds, and why it was not recorded."""
-    from pytest_skillcourt.core.quarantine import QuarantineHistoryError
+    from pytest_skillcourt.core.quarantine_file import QuarantineHistoryError
     from pytest_skillcourt.core.quarantine_log import OutsideEdit, notice_edits, peek_edits
 
     try:

@@ -13,7 +13,7 @@ from pytest_skillcourt.cli.parser import (EXIT_GATE, EXIT_NO_MATCH, EXIT_OK, EXI
                                          subcommand, whole_number, wrap)
 from pytest_skillcourt.cli.paths import STORE_HELP, quarantine_path, store_path
 from pytest_skillcourt.core.printable import plain
-from pytest_skillcourt.core.quarantine import model_key, read_entries
+from pytest_skillcourt.core.quarantine_file import model_key, read_entries
 from pytest_skillcourt.report.terminal import DROP_ORDER, fit_table, prose, terminal_width
 from pytest_skillcourt.stats.verdict import VerdictKind
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import yaml
 
 from pytest_skillcourt.core import safe_yaml
-from pytest_skillcourt.core.quarantine import ENV_VAR, hermes_path
+from pytest_skillcourt.core.quarantine_file import ENV_VAR, hermes_path
 
 HERMES = "hermes"
 REPOSITORY = "repository"
@@ -262,7 +262,7 @@ def active_hermes_home() -> Path:
 def active_hermes_quarantine() -> Path:
     """The quarantine file the Hermes plugin reads in this process: ``$SKILL_COURT_QUARANTINE``,
     else under the active Hermes home (Hermes' own resolution, so profiles and per-context
-    overrides are honoured), else :func:`~pytest_skillcourt.core.quarantine.hermes_path`."""
+    overrides are honoured), else :func:`~pytest_skillcourt.core.quarantine_file.hermes_path`."""
     if os.environ.get(ENV_VAR, "").strip():
         return hermes_path()
     try:

@@ -16,7 +16,8 @@ this module is recorded, with who and how, in the history kept by the store
 beside the file (:mod:`pytest_skillcourt.core.quarantine_log`), which also finds and
 records edits made outside the court.
 
-Rules this module keeps:
+Rules this module keeps, with :mod:`~pytest_skillcourt.core.quarantine_file` (the home of
+the names below: the format, the reader and how model names compare):
 
 - **Model names** compare by :func:`model_key`: case-folded, provider prefix
   dropped.  The key is the part after the *last* ``/``, so
@@ -66,41 +67,21 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.clock import utc_now
 from pytest_skillcourt.core.quarantine_file import (
-    SUPPORTED_VERSION,
     ALL_MODELS,
-    SET_BY_TRIAL,
     SET_BY_HAND,
+    SET_BY_TRIAL,
+    SUPPORTED_VERSION,
     VERDICT_MANUAL,
+    Document,
     QuarantineEntry,
+    locked_file,
     model_key,
-    _Document,
-    _read_document,
-    _locked,
-)
-from pytest_skillcourt.core.quarantine_file import (  # noqa: F401  (re-exported: callers import them from here)
-    QuarantineFileError,
-    QuarantineHistoryError,
-    ENV_VAR,
-    ENTRY_FIELDS,
-    PROVIDER_PREFIXES,
-    undated_key,
-    match_keys,
-    model_matches,
-    default_path,
-    hermes_path,
-    read_entries,
-    find,
-    QuarantineIndex,
+    read_document,
 )
 
-#: What callers import from here: this module's writers and policy, and the reader's names
-#: (``quarantine_file``) they find here too.
-__all__ = [
-    "SUPPORTED_VERSION", "ALL_MODELS", "SET_BY_TRIAL", "SET_BY_HAND", "VERDICT_MANUAL", "QuarantineEntry",
-    "QuarantineFileError", "QuarantineHistoryError", "ENV_VAR", "ENTRY_FIELDS", "PROVIDER_PREFIXES",
-    "model_key", "undated_key", "match_keys", "model_matches", "default_path", "hermes_path", "read_entries",
-    "find", "QuarantineIndex", "apply_trial", "quarantine", "release", "TrialPlan", "plan_trial",
-]
+#: The writers and the trial policy.  The file's format, its reader and how model names
+#: compare have their one home in :mod:`~pytest_skillcourt.core.quarantine_file`: import them from there.
+__all__ = ["apply_trial", "quarantine", "release", "TrialPlan", "plan_trial"]
 
 if TYPE_CHECKING:  # the trial and the statistics are not loaded with the Hermes plugin that reads this file
     from pytest_skillcourt.core.trial import Outcome
@@ -123,7 +104,7 @@ def _history(target: Path) -> Iterator[Any]:
         history.close()
 
 
-def _write_document(path: Path, doc: _Document) -> None:
+def _write_document(path: Path, doc: Document) -> None:
     """Replace the file atomically: temp file in the same directory, fsync, rename."""
     data: dict[str, Any] = {"version": SUPPORTED_VERSION, "entries": [e.to_dict() for e in doc.entries]}
     for key, value in doc.extra.items():
@@ -177,8 +158,8 @@ def apply_trial(
 
     changed: list[QuarantineEntry] = []
     lifted: list[QuarantineEntry] = []
-    with _locked(path) as target:
-        doc = _read_document(target)
+    with locked_file(path) as target:
+        doc = read_document(target)
         entries = list(doc.entries)
         for new in hurts:
             if any(e.key == new.key and e.set_by == SET_BY_HAND for e in entries):
@@ -202,7 +183,7 @@ def apply_trial(
         if changed or lifted:
             with _history(target) as history:
                 history.notice(doc.entries, via=via)
-                _write_document(target, _Document(entries=kept, extra=doc.extra))
+                _write_document(target, Document(entries=kept, extra=doc.extra))
                 history.record("quarantine", changed, via=via, trial=trial, own_trial=True, detail=detail)
                 history.record("lift", lifted, via=via, trial=trial, own_trial=True, detail=detail)
     return changed, lifted
@@ -238,8 +219,8 @@ def quarantine(
         raise ValueError("quarantine(): skill name is empty; pass the skill's name as in its SKILL.md")
     if not model:
         raise ValueError('quarantine(): model is empty; pass a model name or "*" for every model')
-    with _locked(path) as target:
-        doc = _read_document(target)
+    with locked_file(path) as target:
+        doc = read_document(target)
         entries = list(doc.entries)
         key = (skill, model_key(model))
         index = next((i for i, e in enumerate(entries) if e.key == key), None)
@@ -258,7 +239,7 @@ def quarantine(
             entries[index] = entry
         with _history(target) as history:
             history.notice(doc.entries, via=via)
-            _write_document(target, _Document(entries=entries, extra=doc.extra))
+            _write_document(target, Document(entries=entries, extra=doc.extra))
             history.record("quarantine", [entry], via=via, detail=detail)
     return entry
 
@@ -278,15 +259,15 @@ def release(path: Path, skill: str, *, model: str | None = None, via: str = "cli
     """
     path = Path(path)
     skill = skill.strip()
-    with _locked(path) as target:
-        doc = _read_document(target)
+    with locked_file(path) as target:
+        doc = read_document(target)
         removed = [e for e in doc.entries if e.skill == skill and (model is None or e.key[1] == model_key(model))]
         if removed:
             gone = {id(e) for e in removed}
             kept = [e for e in doc.entries if id(e) not in gone]
             with _history(target) as history:
                 history.notice(doc.entries, via=via)
-                _write_document(target, _Document(entries=kept, extra=doc.extra))
+                _write_document(target, Document(entries=kept, extra=doc.extra))
                 history.record("release", removed, via=via, detail=detail)
     return removed
 

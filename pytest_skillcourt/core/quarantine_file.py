@@ -205,7 +205,7 @@ def hermes_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 @dataclass(frozen=True)
-class _Document:
+class Document:
     """The parsed file: its entries and the top-level keys we do not own."""
 
     entries: list[QuarantineEntry]
@@ -255,10 +255,10 @@ def _entry_from_dict(path: Path, index: int, data: Any) -> QuarantineEntry:
     return entry
 
 
-def _parse(path: Path, raw: bytes) -> _Document:
+def _parse(path: Path, raw: bytes) -> Document:
     if not raw.strip():
         # A zero-byte file is what `touch` makes: treat it as "nothing quarantined".
-        return _Document(entries=[], extra={})
+        return Document(entries=[], extra={})
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -284,17 +284,23 @@ def _parse(path: Path, raw: bytes) -> _Document:
     entries = data.get("entries", [])
     if not isinstance(entries, list):
         raise _bad(path, f"entries: expected a list, got {type(entries).__name__}")
-    return _Document(
+    return Document(
         entries=[_entry_from_dict(path, i, e) for i, e in enumerate(entries)],
         extra={k: v for k, v in data.items() if k not in ("version", "entries")},
     )
 
 
-def _read_document(path: Path) -> _Document:
+def read_document(path: Path) -> Document:
+    """The file at ``path`` as it is now (no entries when it does not exist); the writers
+    read it so, under :func:`locked_file`, to change it.
+
+    Raises:
+        QuarantineFileError: as :func:`read_entries`.
+    """
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
-        return _Document(entries=[], extra={})
+        return Document(entries=[], extra={})
     except IsADirectoryError:
         raise QuarantineFileError(f"{path}: is a directory, expected a JSON file. Point to a file instead.") from None
     except OSError as exc:
@@ -309,7 +315,7 @@ def read_entries(path: Path) -> list[QuarantineEntry]:
         QuarantineFileError: the file exists but is unreadable, not JSON, of the
             wrong shape or of a newer version.
     """
-    return list(_read_document(Path(path)).entries)
+    return list(read_document(Path(path)).entries)
 
 
 def find(entries: Sequence[QuarantineEntry], skill: str, model: str) -> QuarantineEntry | None:
@@ -398,7 +404,7 @@ class QuarantineIndex:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[Path]:
+def locked_file(path: Path) -> Iterator[Path]:
     """Hold the inter-process lock of the quarantine file at ``path``; yields the
     file to read and write.
 

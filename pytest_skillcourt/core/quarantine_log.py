@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_skillcourt.core.quarantine_file import QuarantineEntry, QuarantineHistoryError, _locked, model_key, read_entries
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry, QuarantineHistoryError, locked_file, model_key, read_entries
 from pytest_skillcourt.core.store import Store, StoreError
 
 #: The store beside a quarantine file.
@@ -282,7 +282,7 @@ def notice_edits(path: Path, *, via: str) -> OutsideEdit:
     path = Path(path)
     if not read_entries(path) and not store_beside(path).exists():  # a rename is atomic: no lock to read
         return OutsideEdit()  # no lock file, no folder made: nothing to look at
-    with _locked(path) as target:
+    with locked_file(path) as target:
         entries = read_entries(target)
         if not entries and not store_beside(target).exists():
             return OutsideEdit()

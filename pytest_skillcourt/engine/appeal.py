@@ -57,7 +57,8 @@ from pytest_skillcourt.models.llm import (
     tagged,
 )
 from pytest_skillcourt.core.locks import LockBusy, acquire
-from pytest_skillcourt.core.quarantine import ENTRY_FIELDS, QuarantineEntry, apply_trial, model_key
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import ENTRY_FIELDS, QuarantineEntry, model_key
 from pytest_skillcourt.core.skills import LibraryError, hash_folder, load_library, parse_frontmatter
 from pytest_skillcourt.stats.verdict import VerdictKind
 from pytest_skillcourt.core.suite import SuiteError, load_suite

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
 from pytest_skillcourt.core import locks
 from pytest_skillcourt.core.layout import Layout, hermes_config, hermes_layout, hermes_model
-from pytest_skillcourt.core.quarantine import QuarantineFileError, read_entries
+from pytest_skillcourt.core.quarantine_file import QuarantineFileError, read_entries
 from pytest_skillcourt.core.transcript import message_text, parse_calls, skill_name
 
 # The queue and state live in core (the Hermes plugin's hooks read them without the engine).

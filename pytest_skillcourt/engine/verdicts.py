@@ -278,7 +278,8 @@ def apply_quarantine(court: Court, session: pytest.Session) -> None:
 
     Never raises: a file that cannot be written is left as it was, and the
     session fails with the reason (the verdicts are already reported)."""
-    from pytest_skillcourt.core.quarantine import QuarantineFileError, apply_trial, plan_trial, read_entries
+    from pytest_skillcourt.core.quarantine import apply_trial, plan_trial
+    from pytest_skillcourt.core.quarantine_file import QuarantineFileError, read_entries
 
     path = court.settings.quarantine
     try:

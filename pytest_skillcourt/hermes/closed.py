@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pytest_skillcourt.core.quarantine import QuarantineEntry
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry
 
 _COURT_WORD_RE = re.compile(r"skill[-_ ]?court", re.IGNORECASE)
 _HERMES_COURT_RE = re.compile(r"\bhermes\b[^\n;|&]*\bcourt\b")

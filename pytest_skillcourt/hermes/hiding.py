@@ -108,7 +108,7 @@ Other models keep seeing the skill.  Hiding never edits a skill; releasing it
 (``hermes court release SKILL --model M`` or ``skill-court release ...``) brings
 it back on the next request, because the file is re-checked (one ``stat``) on
 every call and re-read when its inode, size or mtime changed.  Each version of
-the file is indexed once (:class:`~pytest_skillcourt.core.quarantine.QuarantineIndex`),
+the file is indexed once (:class:`~pytest_skillcourt.core.quarantine_file.QuarantineIndex`),
 so a model call costs lookups, not a pass over every entry; hiding in a prompt
 is linear in the prompt.
 
@@ -147,12 +147,7 @@ from typing import Any, Callable, Container, Iterable, Mapping, Sequence
 
 from pytest_skillcourt.core.layout import HERMES_DATA, active_hermes_home, default_hermes_home
 from pytest_skillcourt.core.layout import active_hermes_quarantine as quarantine_file
-from pytest_skillcourt.core.quarantine import (
-    QuarantineEntry,
-    QuarantineFileError,
-    QuarantineIndex,
-    read_entries,
-)
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry, QuarantineFileError, QuarantineIndex, read_entries
 from pytest_skillcourt.hermes.closed import (
     CONFIG_NAME,
     Closed,

@@ -297,7 +297,7 @@ class Court:
         if not self.settings.quarantine_hides:
             return frozenset()
         if self._quarantined is None:
-            from pytest_skillcourt.core.quarantine import QuarantineFileError, model_matches, read_entries
+            from pytest_skillcourt.core.quarantine_file import QuarantineFileError, model_matches, read_entries
 
             try:
                 entries = read_entries(self.settings.quarantine)

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.core.quarantine import model_key
+from pytest_skillcourt.core.quarantine_file import model_key
 from pytest_skillcourt.core.records import ARM_WITH, ARM_WITHOUT, ARMS, RunRecord
 from pytest_skillcourt.stats.verdict import EARLY_STOP_TASKS, TOKEN_MARGIN, VerdictKind
 from pytest_skillcourt.core.transcript import message_calls, message_text

@@ -75,7 +75,7 @@ def _hashes(folder: Path, cache: dict[Path, Any]) -> Any:
 def report_rows(store: Any, *, skills: Path | None = None, model: str | None = None,
                 skill: str | None = None) -> list[ReportRow]:
     """The newest verdict per (skill, model) in ``store``, optionally for one model or skill."""
-    from pytest_skillcourt.core.quarantine import model_key
+    from pytest_skillcourt.core.quarantine_file import model_key
 
     dirs: dict[str, Path] = {}
     libraries: dict[Path, Any] = {}

@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from pytest_skillcourt.core import auto_queue, quarantine as q
+from pytest_skillcourt.core import auto_queue
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.store import Store
 from tests.support import REPO
 from tests.support.builders import hurting_model, right_total, sees_skill, wrong_total
@@ -203,7 +204,7 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     suite = (profile.data / "suites" / f"{SKILL}.mined.yaml").read_text()
     assert all(question in suite for question in QUESTIONS) and WRITE not in suite
     # The quarantine is in the very file the plugin reads.
-    (entry,) = q.read_entries(profile.data / "quarantine.json")
+    (entry,) = read_entries(profile.data / "quarantine.json")
     assert (entry.skill, entry.set_by) == (SKILL, "trial") and entry.hides_from("test-model")
     log = (profile.data / "auto.log").read_text()
     assert f"{SKILL}: create by session {session} queued" in log and "the queue is empty; exiting" in log
@@ -334,7 +335,7 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
             assert store.trial_verdicts(killed[0]) == []  # no verdict from a trial cut short
         finally:
             store.close()
-        assert q.read_entries(profile.data / "quarantine.json") == [] \
+        assert read_entries(profile.data / "quarantine.json") == [] \
             if (profile.data / "quarantine.json").exists() else True
         (change,) = profile.state()["changes"]
         assert change["status"] == "running" and change["attempts"] == 1
@@ -353,7 +354,7 @@ def test_a_runner_killed_mid_trial_leaves_nothing_half_trusted_and_a_new_one_fin
         (change,) = profile.state()["changes"]
         assert (change["status"], change["attempts"], change["verdicts"]) == \
             ("done", 2, [["custom/test-model", "HURTS"]])
-        (entry,) = q.read_entries(profile.data / "quarantine.json")
+        (entry,) = read_entries(profile.data / "quarantine.json")
         assert entry.skill == SKILL and entry.trial == change["trial"]
         assert not any(p.exists() for p in left)  # the new runner removed the killed trial's sandbox
         assert list(profile.tmp.glob("skillcourt-local-*")) == []
@@ -391,7 +392,7 @@ def test_a_patched_skill_that_no_longer_hurts_is_shown_again_but_a_hand_set_quar
     assert profile.court("auto", "on", "--agent", "builtin", "--sandbox", "local", "--hermes-home", str(profile.home)).returncode == 0
     profile.session_that_writes_the_skill()
     profile.wait(closed)
-    (entry,) = q.read_entries(profile.data / "quarantine.json")
+    (entry,) = read_entries(profile.data / "quarantine.json")
     assert entry.set_by == "trial"
     hand = profile.court("quarantine", SKILL, "--model", "other-model", "--reason", "I do not trust it",
                          "--quarantine", str(profile.data / "quarantine.json"))
@@ -403,7 +404,7 @@ def test_a_patched_skill_that_no_longer_hurts_is_shown_again_but_a_hand_set_quar
     second = state["changes"][-1]
     assert (second["action"], second["session_id"], second["status"]) == ("patch", session, "done")
     assert second["verdicts"] == [["custom/test-model", "NEUTRAL"]]
-    (kept,) = q.read_entries(profile.data / "quarantine.json")
+    (kept,) = read_entries(profile.data / "quarantine.json")
     assert (kept.model, kept.set_by) == ("other-model", "hand")  # the trial's entry lifted, the hand one kept
     text = state["notices"][-1]["text"]
     assert "the quarantine this court's trial set for test-model is lifted: the changed skill no longer hurts" in text

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_skillcourt.core.quarantine import read_entries
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.store import Store
 from tests.support.browser import Browser, require_chromium
 from tests.support.dashboard_profile import (

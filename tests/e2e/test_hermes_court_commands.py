@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.agent import hermes_runner
 from tests.support import REPO
 from tests.support.builders import hurting_model, sees_skill, write_skill
@@ -104,7 +105,7 @@ def test_real_hermes_court_trial_runs_in_hermes_and_quarantines_in_the_profile(t
         assert sorted(sees_skill(r, SKILL) for r in first) == [False] * 3 + [True] * 3
         assert not any(sees_skill(r, "hidden-tip") for r in first)
         assert all(sees_skill(r, "other-tip") and sees_skill(r, "elsewhere-tip") for r in first)
-        entries = {e.skill: e for e in q.read_entries(qfile)}
+        entries = {e.skill: e for e in read_entries(qfile)}
         entry = entries[SKILL]
         assert entry.set_by == "trial" and entry.hides_from("test-model")
         # The printed undo, run verbatim by a shell whose HERMES_HOME is another profile.
@@ -119,8 +120,8 @@ def test_real_hermes_court_trial_runs_in_hermes_and_quarantines_in_the_profile(t
         released = subprocess.run(undo, shell=True, env=env, cwd=tmp_path, capture_output=True, text=True,
                                   timeout=120)
         assert released.returncode == 0, released.stdout + released.stderr
-        assert sorted(e.skill for e in q.read_entries(qfile)) == ["elsewhere-tip", "hidden-tip"]
-        assert [e.skill for e in q.read_entries(elsewhere / "plugin-data" / "skill-court" / "quarantine.json")] \
+        assert sorted(e.skill for e in read_entries(qfile)) == ["elsewhere-tip", "hidden-tip"]
+        assert [e.skill for e in read_entries(elsewhere / "plugin-data" / "skill-court" / "quarantine.json")] \
             == [SKILL]  # the other profile's file is not the one the trial changed
         q.quarantine(qfile, SKILL, model=entry.model)  # back, for the commands below
         listed = agent.court("list", "--json")

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import read_entries
 from tests.support import REPO
 from tests.support.hermes_setups import HIDDEN, plugin_path_entry, write_library
 from tests.support.llm_server import LLMServer, Reply, ToolCall, hermes_home, sequence
@@ -105,7 +106,7 @@ def test_file_tools_and_terminal_cannot_reach_the_skill_or_the_court(tmp_path: P
 
     if model == "model-b":  # everything works as without the plugin
         assert BODY in by_call[0][1]["content"] and "Round every total to tens." in by_call[1][1]["content"]
-        assert by_call[2][1].get("bytes_written") and q.read_entries(agent.quarantine_file) == []
+        assert by_call[2][1].get("bytes_written") and read_entries(agent.quarantine_file) == []
         assert len(by_call[4][1]["matches"]) == 2
         assert BODY in by_call[5][1]["output"] and BODY in by_call[6][1]["output"]
         assert BODY in by_call[8][1]["output"]

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_skillcourt import cli
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import read_entries
 from tests.support import REPO
 from tests.support.hermes_setups import SALES, plugin_path_entry, write_skills
 from tests.support.sandbox_image import require_hermes
@@ -112,7 +113,7 @@ def test_real_hermes_release_brings_the_skill_back(tmp_path: Path, capsys: pytes
         assert cli.main(["--quarantine", str(agent.quarantine_file), "release", SALES, "--model", "MODEL-A"]) == 0
         assert f"Released '{SALES}'" in capsys.readouterr().out
         assert agent.snapshot() == before  # only the quarantine file changed
-        assert q.read_entries(agent.quarantine_file) == []
+        assert read_entries(agent.quarantine_file) == []
 
         agent.run("model-a")
         requests = server.chat_requests("model-a")
@@ -153,7 +154,7 @@ def test_hermes_court_runs_the_same_cli(tmp_path: Path) -> None:
     done = court("quarantine", SALES, "--model", "model-a", "--reason", "hurt in CI")
     assert done.returncode == 0, done.stderr
     assert f"Undo: hermes court release {SALES} --model model-a" in done.stdout
-    (entry,) = q.read_entries(Path(env["HERMES_HOME"]) / "plugin-data" / "skill-court" / "quarantine.json")
+    (entry,) = read_entries(Path(env["HERMES_HOME"]) / "plugin-data" / "skill-court" / "quarantine.json")
     assert (entry.skill, entry.model, entry.set_by, entry.reason) == (SALES, "model-a", "hand", "hurt in CI")
     listed = court("list", "--json")
     assert json.loads(listed.stdout)["entries"][0]["skill"] == SALES

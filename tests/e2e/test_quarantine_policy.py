@@ -9,6 +9,7 @@ import json
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import SET_BY_TRIAL, QuarantineEntry
 from tests.support.builders import ini, run_court, sees_skill, task, write_skill, write_suite
 from tests.support.llm_server import LLMServer, RecordedRequest, Reply
 
@@ -31,9 +32,9 @@ def test_apply_with_two_models_sharing_a_key_never_crashes_the_session(
     pytester.makefile(".ini", pytest=ini(server.base_url, models=("custom/test-model", "azure/test-model"),
                                          sandbox="local"))
     quarantine = pytester.path / ".skill-court" / "quarantine.json"
-    q.apply_trial(quarantine, hurts=[q.QuarantineEntry(
+    q.apply_trial(quarantine, hurts=[QuarantineEntry(
         skill="house-format", model="test-model", skill_hash="sha256:old", verdict="hurts", reason="old",
-        cause=None, line=None, set_by=q.SET_BY_TRIAL, trial="t0", since="2026-01-01T00:00:00Z")], cleared=[])
+        cause=None, line=None, set_by=SET_BY_TRIAL, trial="t0", since="2026-01-01T00:00:00Z")], cleared=[])
     server.set_handler(hurts_on_one_model)
     result = run_court(pytester, "--skill-court-apply", "--skill-court-no-early-stop", junitxml=None)
     out = result.stdout.str()

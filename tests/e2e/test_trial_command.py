@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_skillcourt.engine import mine
-from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.layout import agent_written, hermes_layout
 from pytest_skillcourt.report.store_report import report_rows
 from pytest_skillcourt.core.store import Store
@@ -83,7 +83,7 @@ def test_a_hurts_verdict_is_quarantined_in_the_hermes_profiles_file(court: Court
     assert "  cause: the skill's rule about totals misled the model" in out
     assert "  skill line: Follow the house rules." in out
     qfile = court.home / "plugin-data" / "skill-court" / "quarantine.json"
-    (entry,) = q.read_entries(qfile)  # the very file the Hermes plugin reads: no copying
+    (entry,) = read_entries(qfile)  # the very file the Hermes plugin reads: no copying
     assert (entry.skill, entry.set_by) == (SKILL, "trial") and entry.hides_from("custom/test-model")
     assert f"quarantined {SKILL} for model {entry.model} in {qfile}" in out
     assert f"undo: skill-court release {SKILL} --model {entry.model} --quarantine {qfile}" in out
@@ -95,7 +95,7 @@ def test_a_hurts_verdict_is_quarantined_in_the_hermes_profiles_file(court: Court
     released = subprocess.run([sys.executable, "-m", "pytest_skillcourt.cli", *words[1:]], env=env,
                               cwd=court.root.parent, capture_output=True, text=True, timeout=60)
     assert released.returncode == 0, released.stderr
-    assert q.read_entries(qfile) == []
+    assert read_entries(qfile) == []
     assert entry.cause == "the skill's rule about totals misled the model"
     assert "[1/6] t1[with]" in done.stderr and "failure" in done.stderr
     # The engine's store, in the profile's data folder, holds the verdict: `report` reads it.

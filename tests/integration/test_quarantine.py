@@ -10,7 +10,8 @@ from typing import Any
 
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.core import quarantine_log as ql
-from pytest_skillcourt.core.quarantine import apply_trial, read_entries
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.store import Store
 from tests.support.builders import trial_entry
 

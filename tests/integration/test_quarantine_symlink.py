@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.core.quarantine import apply_trial, read_entries
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import read_entries
 from tests.support.builders import trial_entry
 from tests.support.quarantine_links import assert_still_linked, linked_quarantine
 

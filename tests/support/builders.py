@@ -28,7 +28,7 @@ import yaml
 from pytest_skillcourt.models.client import ChatClient, ModelSpec, resolve_model
 from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.core.settings import AgentChoice, FailOn, Settings
-from pytest_skillcourt.core.quarantine import QuarantineEntry
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry
 from pytest_skillcourt.core.records import ANSWERED, RunRecord
 from pytest_skillcourt.plugin.junit import HEADER as JUNIT_HEADER
 from pytest_skillcourt.plugin.junit import read_block

@@ -35,7 +35,8 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.core.quarantine import QuarantineEntry, apply_trial
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry
 from pytest_skillcourt.core.records import RunRecord
 from pytest_skillcourt.core.skills import hash_folder
 from pytest_skillcourt.core.store import Store

@@ -227,6 +227,7 @@ def test_the_notices_release_commands_work_as_printed_from_anywhere(tmp_path: Pa
     """Issue 32 row 12: the release a notice prints names the file the trial changed, so it
     works from a shell whose profile (or folder) is another one."""
     from pytest_skillcourt.core import quarantine as q
+    from pytest_skillcourt.core.quarantine_file import read_entries
 
     qfile = tmp_path / "profile" / "plugin-data" / "skill-court" / "quarantine.json"
     q.quarantine(qfile, SKILL, model="m")
@@ -245,7 +246,7 @@ def test_the_notices_release_commands_work_as_printed_from_anywhere(tmp_path: Pa
         words = shlex.split(command)
         assert words[:3] == ["hermes", "court", "release"]
         assert cli.main(words[2:]) == 0, capsys.readouterr().err  # `hermes court X` is `skill-court X`
-    assert q.read_entries(qfile) == []
+    assert read_entries(qfile) == []
 
 
 # -- the session's requests --------------------------------------------------------------------

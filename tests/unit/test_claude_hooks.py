@@ -22,6 +22,7 @@ from pytest_skillcourt.claude import court as claude_court, hooks as claude_hook
 from pytest_skillcourt import cli
 from pytest_skillcourt.core import auto_queue, locks
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.engine.trial_run import TrialRun
 
 SKILL = "house-format"
@@ -296,7 +297,7 @@ def test_a_quarantined_skill_is_switched_off_and_released_back(project: Path, ho
     assert not claude_court.quarantine_moved(court, home)
     assert cli.main(["claude", "release", SKILL, "--project", str(project)]) == 0
     assert json.loads(local.read_text()) == {"permissions": {"allow": []}, "skillOverrides": {"other": "name-only"}}
-    assert q.read_entries(court / "quarantine.json") == []
+    assert read_entries(court / "quarantine.json") == []
     assert cli.main(["claude", "release", SKILL, "--project", str(project)]) == 3
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry, read_entries
 from pytest_skillcourt.cli import main
 from pytest_skillcourt.cli import parser as cli_parser
 from pytest_skillcourt.cli.paths import quarantine_path
@@ -68,13 +69,13 @@ def test_quarantine_list_release_round_trip(qfile: Path, capsys: pytest.CaptureF
     assert main(["--quarantine", str(qfile), "list", "--json", "--model", "GPT-4.1-MINI"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["quarantine"] == str(qfile)
-    assert data["entries"] == [e.to_dict() for e in q.read_entries(qfile)]  # both hide from that model
+    assert data["entries"] == [e.to_dict() for e in read_entries(qfile)]  # both hide from that model
     assert main(["--quarantine", str(qfile), "list", "--json", "--model", "other"]) == 0
     assert [e["skill"] for e in json.loads(capsys.readouterr().out)["entries"]] == ["tone"]
 
     assert main(["--quarantine", str(qfile), "release", "sales", "--model", "gpt-4.1-mini"]) == 0
     assert "Released 'sales' for model 'openai/GPT-4.1-mini' (set by hand since" in capsys.readouterr().out
-    assert [e.skill for e in q.read_entries(qfile)] == ["tone"]
+    assert [e.skill for e in read_entries(qfile)] == ["tone"]
     assert main(["--quarantine", str(qfile), "release", "tone"]) == 0
     assert main(["--quarantine", str(qfile), "list"]) == 0
     assert f"Nothing is quarantined in {qfile}." in capsys.readouterr().out
@@ -96,8 +97,8 @@ def test_release_of_what_is_not_there_exits_3(qfile: Path, capsys: pytest.Captur
 
 
 def test_releasing_a_trial_entry_says_a_later_trial_may_set_it_again(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    q.apply_trial(qfile, hurts=[q.QuarantineEntry("sales", "m", "", "hurts", "r", None, None, "trial", "t1",
-                                                   "2026-11-30T12:00:00Z")], cleared=[])
+    q.apply_trial(qfile, hurts=[QuarantineEntry("sales", "m", "", "hurts", "r", None, None, "trial", "t1",
+                                                 "2026-11-30T12:00:00Z")], cleared=[])
     assert main(["--quarantine", str(qfile), "release", "sales"]) == 0
     out = capsys.readouterr().out
     assert "(set by trial since 2026-11-30T12:00:00Z)" in out and "--skill-court-apply" in out
@@ -121,15 +122,15 @@ def test_default_file_env_and_flag_precedence(tmp_path: Path, monkeypatch: pytes
     monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
     monkeypatch.chdir(tmp_path)
     assert main(["quarantine", "a"]) == 0
-    assert [e.skill for e in q.read_entries(tmp_path / ".skill-court" / "quarantine.json")] == ["a"]
+    assert [e.skill for e in read_entries(tmp_path / ".skill-court" / "quarantine.json")] == ["a"]
     env_file = tmp_path / "env.json"
     monkeypatch.setenv("SKILL_COURT_QUARANTINE", str(env_file))
     assert main(["quarantine", "b"]) == 0
-    assert [e.skill for e in q.read_entries(env_file)] == ["b"]
+    assert [e.skill for e in read_entries(env_file)] == ["b"]
     flag_file = tmp_path / "flag.json"
     assert main(["--quarantine", str(flag_file), "quarantine", "c"]) == 0
-    assert [e.skill for e in q.read_entries(flag_file)] == ["c"]
-    assert [e.skill for e in q.read_entries(env_file)] == ["b"]
+    assert [e.skill for e in read_entries(flag_file)] == ["c"]
+    assert [e.skill for e in read_entries(env_file)] == ["b"]
 
 
 def test_cleanup_calls_the_sandbox_cleanup(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -217,7 +218,7 @@ def test_hermes_court_uses_the_same_commands_and_the_hermes_file(tmp_path: Path,
     assert args.command == "court"  # our sub-commands never clobber Hermes' own dispatch field
     args.func(args)
     assert "Undo: hermes court release sales --model m" in capsys.readouterr().out
-    assert [e.skill for e in q.read_entries(tmp_path / "plugin-data" / "skill-court" / "quarantine.json")] == ["sales"]
+    assert [e.skill for e in read_entries(tmp_path / "plugin-data" / "skill-court" / "quarantine.json")] == ["sales"]
     args = top.parse_args(["court", "release", "ghost"])
     with pytest.raises(SystemExit) as info:
         args.func(args)
@@ -236,6 +237,6 @@ def test_the_printed_undo_names_the_file_it_was_given(tmp_path: Path, monkeypatc
     undo = json.loads(capsys.readouterr().out)["undo"]
     assert undo == f"skill-court release c --model m --quarantine {flag_file}"
     assert main(shlex.split(undo)[1:]) == 0  # as printed: the entry goes
-    assert q.read_entries(flag_file) == []
+    assert read_entries(flag_file) == []
     assert main(["quarantine", "d"]) == 0  # the default file: nothing to add
     assert "Undo: skill-court release d --model '*'" in capsys.readouterr().out

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.cli import main
-from pytest_skillcourt.core.quarantine import apply_trial, read_entries
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.store import Store
 from tests.support.appeal_drafts import SKILL, good_draft, original_md
 from tests.support.builders import run_record, trial_entry, write_skill

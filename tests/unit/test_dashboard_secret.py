@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from pytest_skillcourt import cli
 from pytest_skillcourt.cli import dashboard_install as install
 from pytest_skillcourt.core import dashboard_secret as secret
-from pytest_skillcourt.core.quarantine import read_entries
+from pytest_skillcourt.core.quarantine_file import read_entries
 from pytest_skillcourt.core.store import Store
 from tests.support.dashboard_profile import API, HURTS_SKILL, MODEL, Profile, api_client, profile  # noqa: F401
 

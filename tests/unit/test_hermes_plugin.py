@@ -19,6 +19,7 @@ import pytest
 
 from pytest_skillcourt import hermes
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry, hermes_path
 from pytest_skillcourt.hermes import hiding
 from pytest_skillcourt.hermes.hiding import ModelMemory, QuarantineView, SkillCourtPlugin
 from pytest_skillcourt.hermes.skill_index import filter_skills_list, hide_in_prompt, hide_in_request
@@ -311,7 +312,7 @@ def test_live_reload_after_release_and_quarantine(tmp_path: Path) -> None:
     assert hidden()
     q.release(path, SALES)
     assert not hidden()
-    q.apply_trial(path, hurts=[q.QuarantineEntry(SALES, "model-a", "", "hurts", "r", None, None, "trial", None, "")],
+    q.apply_trial(path, hurts=[QuarantineEntry(SALES, "model-a", "", "hurts", "r", None, None, "trial", None, "")],
                   cleared=[])
     assert hidden()
     path.unlink()
@@ -401,7 +402,7 @@ def test_register_uses_hooks_hermes_knows(tmp_path: Path, monkeypatch: pytest.Mo
     # The registered callbacks read the file under HERMES_HOME (or $SKILL_COURT_QUARANTINE).
     monkeypatch.delenv("SKILL_COURT_QUARANTINE", raising=False)
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    q.quarantine(q.hermes_path(), SALES, model="model-a")
+    q.quarantine(hermes_path(), SALES, model="model-a")
     (mw,) = ctx.middleware["llm_request"]
     new = mw(**llm_request_kwargs({"messages": [{"role": "system", "content": INDEX}]}, "model-a"))
     assert SALES not in new["request"]["messages"][0]["content"]

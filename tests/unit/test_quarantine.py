@@ -12,16 +12,15 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
-from pytest_skillcourt.core.quarantine import (
+from pytest_skillcourt.core.quarantine import apply_trial, release
+from pytest_skillcourt.core.quarantine_file import (
     QuarantineEntry,
     QuarantineFileError,
-    apply_trial,
     default_path,
     find,
     hermes_path,
     model_key,
     read_entries,
-    release,
 )
 from tests.support.builders import trial_entry
 

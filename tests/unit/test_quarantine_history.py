@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from pytest_skillcourt.core import quarantine as q
+from pytest_skillcourt.core.atomic import write_atomic
+from pytest_skillcourt.core.quarantine_file import QuarantineEntry, read_entries
 from pytest_skillcourt.core import quarantine_log as ql
 from pytest_skillcourt.cli import main
 from pytest_skillcourt.hermes.dashboard import court
@@ -182,7 +184,7 @@ def test_a_court_write_records_the_edit_before_its_own_change_and_keeps_it(qfile
     q.quarantine(qfile, "sales", model="m1")
     hand_edit(qfile, lambda d: d["entries"][0].update(reason="my own words", ticket="OPS-1"))
     q.quarantine(qfile, "tone", via="dashboard")
-    entries = {e.skill: e for e in q.read_entries(qfile)}
+    entries = {e.skill: e for e in read_entries(qfile)}
     assert entries["sales"].reason == "my own words" and entries["sales"].extra == {"ticket": "OPS-1"}
     assert [(r["action"], r["skill"]) for r in history(qfile)] == [
         ("quarantine", "sales"), ("edited-outside", "sales"), ("quarantine", "tone")]
@@ -208,7 +210,7 @@ def test_a_fresh_store_adopts_the_file_without_flagging(qfile: Path, capsys: pyt
 def test_history_written_before_this_version_is_not_replayed(qfile: Path) -> None:
     """A store whose rows carry no file (the trials' rows of earlier versions, when manual
     changes were not recorded) adopts the file: what it lacks is no edit outside the court."""
-    q.write_atomic(qfile, json.dumps({"version": 1, "entries": [{"skill": "by-cli", "model": "*"}]}))
+    write_atomic(qfile, json.dumps({"version": 1, "entries": [{"skill": "by-cli", "model": "*"}]}))
     store = Store(qfile.parent / "court.db")
     store.record_quarantine_change(action="quarantine", skill="gone", model="m", trial="t1",
                                    data={"skill": "gone", "model": "m"})
@@ -237,10 +239,10 @@ def test_a_crash_between_the_file_and_its_row_flags_the_entry_and_keeps_it(qfile
     done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 9, done.stderr
-    assert [e.skill for e in q.read_entries(qfile)] == ["before", "crashed"]
+    assert [e.skill for e in read_entries(qfile)] == ["before", "crashed"]
     found = ql.notice_edits(qfile, via="cli")
     assert found.added == (("crashed", "m"),) and not found.removed
-    assert [e.skill for e in q.read_entries(qfile)] == ["before", "crashed"]
+    assert [e.skill for e in read_entries(qfile)] == ["before", "crashed"]
 
 
 def test_a_store_that_cannot_be_opened_leaves_the_file_as_it_is(qfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -260,9 +262,9 @@ def test_a_store_that_cannot_be_opened_leaves_the_file_as_it_is(qfile: Path, cap
 # -- trials and appeals ---------------------------------------------------------------------
 
 
-def _hurts(skill: str, model: str, trial: str) -> q.QuarantineEntry:
-    return q.QuarantineEntry(skill=skill, model=model, skill_hash="sha256:1", verdict="hurts", reason="r",
-                             cause=None, line=None, set_by="trial", trial=trial, since="2026-12-01T00:00:00Z")
+def _hurts(skill: str, model: str, trial: str) -> QuarantineEntry:
+    return QuarantineEntry(skill=skill, model=model, skill_hash="sha256:1", verdict="hurts", reason="r",
+                           cause=None, line=None, set_by="trial", trial=trial, since="2026-12-01T00:00:00Z")
 
 
 def test_trial_and_appeal_writes_are_recorded_with_their_session(qfile: Path) -> None:
@@ -273,7 +275,7 @@ def test_trial_and_appeal_writes_are_recorded_with_their_session(qfile: Path) ->
     assert [r["trial"] for r in rows] == ["T1", "T2"] and rows[1]["data"]["appeal"] == 4
     with pytest.raises(ValueError, match="via must be one of"):
         q.quarantine(qfile, "x", via="cron")
-    assert q.read_entries(qfile) == []  # refused before anything was written
+    assert read_entries(qfile) == []  # refused before anything was written
 
 
 def test_writers_in_threads_lose_no_row(qfile: Path) -> None:
@@ -288,7 +290,7 @@ def test_writers_in_threads_lose_no_row(qfile: Path) -> None:
         list(pool.map(work, range(12)))
     rows = history(qfile)
     assert len(rows) == 12 + 6
-    assert sorted(e.skill for e in q.read_entries(qfile)) == sorted(f"s{i}" for i in range(0, 12, 2))
+    assert sorted(e.skill for e in read_entries(qfile)) == sorted(f"s{i}" for i in range(0, 12, 2))
     assert not ql.notice_edits(qfile, via="cli")
 
 
@@ -300,5 +302,5 @@ def test_an_odd_hand_typed_entry_is_flagged_once_not_at_every_look(qfile: Path) 
     assert ql.notice_edits(qfile, via="cli").added == (("odd\udcff", "M\udcff"),)
     assert not ql.notice_edits(qfile, via="cli")
     q.release(qfile, "odd\udcff")
-    assert [e.skill for e in q.read_entries(qfile)] == ["sales"]
+    assert [e.skill for e in read_entries(qfile)] == ["sales"]
     assert not ql.notice_edits(qfile, via="cli")

@@ -23,7 +23,14 @@ from pytest_skillcourt import cli
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.hermes.hiding import QuarantineView, SkillCourtPlugin, hidden_skills
 from pytest_skillcourt.hermes.skill_index import hide_in_prompt
-from pytest_skillcourt.core.quarantine import QuarantineEntry, QuarantineIndex, find, model_key, model_matches, undated_key
+from pytest_skillcourt.core.quarantine_file import (
+    QuarantineEntry,
+    QuarantineIndex,
+    find,
+    model_key,
+    model_matches,
+    undated_key,
+)
 
 
 def entry(skill: str, model: str, reason: str = "r") -> QuarantineEntry:

@@ -19,7 +19,8 @@ from pytest_skillcourt import cli
 from pytest_skillcourt.core import quarantine as q
 from pytest_skillcourt.core.atomic import write_target
 from pytest_skillcourt.hermes.hiding import QuarantineView, SkillCourtPlugin
-from pytest_skillcourt.core.quarantine import QuarantineFileError, apply_trial, read_entries
+from pytest_skillcourt.core.quarantine import apply_trial
+from pytest_skillcourt.core.quarantine_file import QuarantineFileError, read_entries
 from tests.support.builders import trial_entry
 from tests.support.quarantine_links import assert_still_linked, linked_quarantine
 

@@ -39,15 +39,14 @@ from typing import Any
 
 from pytest_skillcourt.engine.appeal import GRANTED, AppealError, apply_appeal, select_appeal
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.core.quarantine import (
+from pytest_skillcourt.core.quarantine import quarantine, release
+from pytest_skillcourt.core.quarantine_file import (
     SET_BY_HAND,
     QuarantineEntry,
     QuarantineFileError,
     QuarantineIndex,
     model_key,
-    quarantine,
     read_entries,
-    release,
 )
 from pytest_skillcourt.core.quarantine_log import peek_edits
 from pytest_skillcourt.report.store_report import report_rows
