@@ -91,7 +91,6 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from pytest_skillcourt.stats.calibrated import CELLS  # noqa: F401  (re-exported; rules.py reads it)
 from pytest_skillcourt.stats.rules import expanded_alpha, success_rule, t_quantile
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from bench.calibration import Cell, t_signs
-from pytest_skillcourt.stats import rules, verdict
+from pytest_skillcourt.stats import calibrated, rules, verdict
 from pytest_skillcourt.stats.student_t import t_isf, t_pdf, t_ppf, t_sf
 from pytest_skillcourt.stats.verdict import (
     PairOutcome,
@@ -139,22 +139,22 @@ def test_bad_inputs_raise_a_readable_error(call: object, needle: str) -> None:
 def _scipy_cells() -> dict[tuple[int, int], tuple[bool, float]]:
     """calibrated.CELLS as it was with scipy's quantile: the expanded-level tails from it."""
     return {(n, r): (g, scipy_expanded_alpha(n) / 2 if tail == expanded_alpha(n) / 2 else tail)
-            for (n, r), (g, tail) in verdict.CELLS.items()}
+            for (n, r), (g, tail) in calibrated.CELLS.items()}
 
 
 def test_the_shipped_cells_are_scipy_s_up_to_rounding() -> None:
     """Regenerated with the new quantile, the table differs from the scipy one only in the
     last digits of the expanded-level tails; the guards and calibrated tails are the same."""
     old = _scipy_cells()
-    assert old.keys() == verdict.CELLS.keys()
-    for key, (guard, tail) in verdict.CELLS.items():
+    assert old.keys() == calibrated.CELLS.keys()
+    for key, (guard, tail) in calibrated.CELLS.items():
         assert old[key][0] is guard and old[key][1] == pytest.approx(tail, rel=1e-13), key
 
 
 def _exact_cells() -> list[tuple[int, int]]:
     """Cells of the reach whose every multiset is enumerated here (the others, up to 30
     million multisets, are bench/verdict_sim.py --calibrate's)."""
-    return [(n, r) for (n, r) in verdict.CELLS if math.comb(n + 2 * r, 2 * r) <= 60_000]
+    return [(n, r) for (n, r) in calibrated.CELLS if math.comb(n + 2 * r, 2 * r) <= 60_000]
 
 
 def test_every_enumerated_table_gets_the_same_sign_as_with_scipy() -> None:
@@ -204,8 +204,8 @@ def test_simulated_verdicts_are_the_same_as_with_scipy(monkeypatch: pytest.Monke
     cases = [(_random_pairs(rng), rng.choice([0.95, 0.95, 0.95, 0.9, 0.99])) for _ in range(90)]
     new = [decide(pairs, confidence=c) for pairs, c in cases]
     scipy_quantile = lru_cache(maxsize=None)(scipy_t)
-    for module in (verdict, rules):  # the verdict, and the cell's rule it builds on (stats/rules.py)
-        monkeypatch.setattr(module, "CELLS", _scipy_cells())
+    monkeypatch.setattr(rules, "CELLS", _scipy_cells())  # the cell's rule reads the table (stats/rules.py)
+    for module in (verdict, rules):  # the verdict, and the cell's rule it builds on
         monkeypatch.setattr(module, "t_quantile", scipy_quantile)
         monkeypatch.setattr(module, "expanded_alpha", scipy_expanded_alpha)
     old = [decide(pairs, confidence=c) for pairs, c in cases]
