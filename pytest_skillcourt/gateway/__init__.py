@@ -11,7 +11,9 @@ per-run token (``grants.py``).  Its parts: ``server.py`` (the HTTP transport),
 from __future__ import annotations
 
 from pytest_skillcourt.gateway.limits import DEFAULT_MAX_AUX_CALLS, DEFAULT_MAX_CALLS, MAX_KEPT_BYTES, PriceFn, RunLimits
-from pytest_skillcourt.gateway.dialect_registry import CHAT, MESSAGES, RESPONSES
+from pytest_skillcourt.gateway.anthropic import MESSAGES
+from pytest_skillcourt.gateway.openai_chat import CHAT
+from pytest_skillcourt.gateway.openai_responses import RESPONSES
 from pytest_skillcourt.gateway.forwarder import FORWARDER_PORT, FORWARDER_SOURCE, SANDBOX_SOCKET, forwarder_argv
 from pytest_skillcourt.gateway.grants import RunGrant
 from pytest_skillcourt.gateway.proxy import MAX_PARSED_BYTES, Gateway, running

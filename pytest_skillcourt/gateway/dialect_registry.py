@@ -9,12 +9,10 @@ responses (``openai_responses.py``).  Adding an API: one module exposing its
 from __future__ import annotations
 
 from pytest_skillcourt.gateway import anthropic, openai_chat, openai_responses
-from pytest_skillcourt.gateway.anthropic import MESSAGES
 from pytest_skillcourt.gateway.dialect import Dialect
 from pytest_skillcourt.gateway.openai_chat import CHAT
-from pytest_skillcourt.gateway.openai_responses import RESPONSES
 
-__all__ = ["CHAT", "DIALECTS", "MESSAGES", "RESPONSES", "aux_post", "dialect", "error_dialect", "model_call"]
+__all__ = ["DIALECTS", "aux_post", "dialect", "error_dialect", "model_call"]
 
 #: Name -> dialect; the first is what an unknown name is read as.
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (openai_chat.DIALECT, anthropic.DIALECT, openai_responses.DIALECT)}
