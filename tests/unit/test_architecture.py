@@ -4,7 +4,8 @@ Its floor table puts every module of the package on one of four floors; an impor
 only points to the same floor or down, at any depth (an import inside a function
 is still an arrow), nothing imports the pytest entry point, and the modules'
 load-time imports make no circle.  This reads the table from the page itself, so
-the page and the code cannot drift apart silently.
+the page and the code cannot drift apart silently.  And a name has one home: no module
+imports a name only to hand it on (but for the allowed ones below).
 """
 
 from __future__ import annotations
@@ -176,3 +177,115 @@ def test_no_test_module_imports_another() -> None:
             found += [f"{path.relative_to(REPO)}:{node.lineno}: {name}" for name in names
                       if re.match(r"tests\.(unit|e2e|integration)\.", name)]
     assert found == []
+
+
+#: Module-level imports a module keeps without using them, each with its reason
+#: (``{path under pytest_skillcourt/: {name: reason}}``).  Nothing else is imported only to
+#: be handed on: a name has one home, and callers import it from there.
+KEPT_IMPORTS: dict[str, dict[str, str]] = {
+    "plugin/__init__.py": {
+        "pytest_addoption": "pytest reads hooks from the plugin module; the hook's home is plugin/options.py"},
+    "claude_hooks.py": {
+        "main": "the shim Claude Code hooks installed by earlier versions import "
+                "(`from pytest_skillcourt.claude_hooks import main`)"},
+}
+#: A room's face: the package ``__init__.py`` that hands on, in its ``__all__``, what the
+#: room's callers use (docs/architecture.md); only the names in its ``__all__`` are kept.
+FACES: dict[str, str] = {
+    "gateway/__init__.py": "the gateway's face: the gateway, its limits, grants, records and dialect names",
+    "sandbox/__init__.py": "the sandbox face: the backend registry and the values of sandbox/base.py",
+    "cli/__init__.py": "the CLI's face: what `hermes court` and the console script call",
+}
+# cli/dashboard_install.py's API_SHIM imports nothing: it is the text of a file it writes.
+
+
+def module_imports(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """``(bound name, line)`` of each import run at module level (under ``if``, ``try`` and
+    ``with`` too; an import in a function or a class is not one), ``__future__`` aside."""
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            yield from ((a.asname or a.name, node.lineno) for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Import):
+            yield from ((a.asname or a.name.split(".")[0], node.lineno) for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            todo += [s for handler in getattr(node, "handlers", []) for s in handler.body]
+
+
+def read_names(tree: ast.Module) -> set[str]:
+    """Every name the module's code reads, in string annotations too; ``__all__`` is not a read."""
+    found: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        annotations = ([node.annotation] if isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation
+                       else [node.returns] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns
+                       else [])
+        for text in (c.value for a in annotations for c in ast.walk(a)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)):
+            try:
+                todo.append(ast.parse(text, mode="eval"))
+            except SyntaxError:
+                continue
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def exported(tree: ast.Module) -> set[str]:
+    """The names in the module's ``__all__``."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return set()
+
+
+def unused_imports(source: str, where: str) -> list[str]:
+    """``where:line: name`` for each module-level import of ``source`` (the module at
+    ``where``, a path under pytest_skillcourt/) that its code does not read, but for the
+    allowed ones."""
+    tree = ast.parse(source)
+    read = read_names(tree)
+    kept = set(KEPT_IMPORTS.get(where, {})) | (exported(tree) if where in FACES else set())
+    return [f"{where}:{line}: {name}" for name, line in module_imports(tree) if name not in read | kept]
+
+
+def test_no_module_imports_a_name_only_to_hand_it_on() -> None:
+    """One home per idea: a module-level import the module does not use (a name kept only
+    for callers to import from there, ``__all__`` or not) is listed; callers import it from
+    the module that defines it.  Probes of an optional dependency inside a function
+    (``import paramiko  # noqa: F401``) are not module-level."""
+    found = [line for path in sources()
+             for line in unused_imports(path.read_text(encoding="utf-8"), path.relative_to(PACKAGE).as_posix())]
+    assert found == []
+    for where, names in KEPT_IMPORTS.items():  # the allow-list names real, unused imports
+        tree = ast.parse((PACKAGE / where).read_text(encoding="utf-8"))
+        assert set(names) <= {n for n, _ in module_imports(tree)} - read_names(tree), where
+    assert all((PACKAGE / where).is_file() for where in FACES)
+
+
+def test_the_check_finds_a_name_imported_only_to_be_handed_on() -> None:
+    """A re-export is found with or without ``__all__``, at module level only; a name the
+    module's code reads (in a string annotation too) is not."""
+    source = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "from pytest_skillcourt.core.quarantine_file import ENV_VAR, QuarantineEntry, model_key  # noqa: F401\n"
+        "if TYPE_CHECKING:\n"
+        "    from pytest_skillcourt.core.trial import Outcome\n"
+        "__all__ = ['ENV_VAR', 'key']\n"
+        "def key(entry: 'QuarantineEntry', outcome: Outcome | None = None) -> str:\n"
+        "    import paramiko  # noqa: F401\n"
+        "    return model_key(entry.model)\n"
+    )
+    assert unused_imports(source, "core/example.py") == ["core/example.py:3: ENV_VAR"]
+    assert unused_imports(source.replace("__all__ = ['ENV_VAR', 'key']\n", ""), "core/example.py") == [
+        "core/example.py:3: ENV_VAR"]
+    assert unused_imports(source, "gateway/__init__.py") == []  # a face hands on what its __all__ lists
