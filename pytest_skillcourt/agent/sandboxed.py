@@ -19,7 +19,9 @@ else (docs/architecture.md, "Agents inside the sandbox"):
    then the agent under ``timeout -k`` with the prompt on its stdin.  Where
    the sandbox's execs share one network namespace (Docker:
    ``Sandbox.start_detached``), the forwarder is started on its own before the
-   files are written, and the exec waits for it instead.  The
+   files are written (Docker: by the container's own process as the container
+   starts, its start put off until the run's exec), and the exec waits for it
+   instead.  The
    gateway run is closed afterwards (its token revoked) and its recording is
    the run's transcript, tokens, cost and call count.
 3. :func:`classify` and :func:`agent_result` turn the recording and the

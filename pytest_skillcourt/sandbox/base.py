@@ -269,8 +269,8 @@ class Sandbox(abc.ABC):
     def start_detached(self, command: str) -> bool:
         """Start ``command`` with ``sh -c`` and return at once, without waiting for it or
         reading its output, where every exec of the sandbox shares one network namespace
-        and a process may outlive its exec (Docker): True.  This fallback starts
-        nothing and says False (bubblewrap: each exec has namespaces of its own, and its
+        and a process may outlive its exec (Docker): True (it has started by the end of
+        the next exec's start at the latest).  This fallback starts nothing and says False (bubblewrap: each exec has namespaces of its own, and its
         processes die with it).
 
         Raises:

@@ -17,13 +17,16 @@ capabilities an ordinary root shell needs for files and users added back
 ``no-new-privileges``; ``init=True`` so orphans of past execs are reaped
 rather than eating the pids limit; labels ``{LABEL: "1", **spec.labels}``;
 a ``skillcourt-`` name; ``sleep infinity`` as its process; ``/workspace`` as
-working directory.
+working directory.  A sandbox with a gateway folder is started at its first exec,
+not when made: a ``start_detached`` command asked for before then (the agent's
+forwarder) goes with the next write and is started by the container's own
+process as it starts, with no exec of its own.
 
 One docker client per process (two, really: control calls have a bounded
 timeout, exec streams an unbounded one because a silent command may
 legitimately run for the whole run timeout; a watchdog bounds those instead).
 Image ids are cached per process so creating a sandbox is two API calls
-(create, start).
+(create, start; one until its first exec for a deferred start).
 
 ``BACKEND`` is what the registry (``sandbox/__init__.py``) uses.
 """
@@ -82,6 +85,15 @@ PING_TIMEOUT_S = 3
 #: the whole timeout: GNU timeout says 124 (137 after -k), busybox's timeout
 #: reports the child's SIGTERM death, 143.
 _TIMEOUT_CODES = frozenset(TIMEOUT_EXIT_CODES) | {143}
+
+#: The container's own process: idle until removed. busybox and coreutils both have
+#: `sleep infinity`; the fallback keeps odd images (old busybox) alive too.
+_IDLE = "sleep infinity 2>/dev/null || exec tail -f /dev/null"
+#: What a deferred container's process finds to start at its start (``start_detached``).
+BOOT_PATH = f"/tmp/.{LABEL}-boot"
+#: Before idling, a deferred container starts ``BOOT_PATH`` when there is one, in a subshell
+#: of its own (its processes are then the init's children, reaped as they end).
+_BOOT_THEN = f"[ ! -f {BOOT_PATH} ] || (sh {BOOT_PATH} </dev/null &); "
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -333,12 +345,14 @@ class DockerSandbox(Sandbox):
             auto_remove=False,
             mounts=mounts or None,
         )
+        #: A sandbox with a gateway folder (an agent behind the forwarder) starts at its first
+        #: exec, so that what ``start_detached`` asks for before then starts with it.
+        self._deferred = spec.gateway
+        self._started = False
         create = functools.partial(
             self._api.create_container,
             spec.image,
-            # busybox and coreutils both have `sleep infinity`; the fallback
-            # keeps odd images (old busybox) alive too.
-            command=["sh", "-c", "sleep infinity 2>/dev/null || exec tail -f /dev/null"],
+            command=["sh", "-c", (_BOOT_THEN if self._deferred else "") + _IDLE],
             name=self.name,
             labels={LABEL: "1", OWNER_LABEL: owner_token(), **spec.labels},
             environment=env,
@@ -354,7 +368,9 @@ class DockerSandbox(Sandbox):
                 created = create()
             self.id = created["Id"]
             _live.add(self)
-            self._api.start(self.id)
+            if not self._deferred:
+                self._api.start(self.id)
+                self._started = True
         except BaseException as exc:
             self.close()
             if isinstance(exc, docker.errors.DockerException):
@@ -396,6 +412,7 @@ class DockerSandbox(Sandbox):
                 "sh", path, seconds, command,
             ]
         self._flush_pending()  # queued files not written with the stdin above
+        self._start()
         exec_env = {**(env or {})}
         api = _get_client("exec").api
         started = time.monotonic()
@@ -537,12 +554,13 @@ class DockerSandbox(Sandbox):
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: copy after close")
         self._flush_pending()
-        frozen = True
-        try:
-            self._api.pause(self.id)
-        except docker.errors.APIError:
-            frozen = False
-            self._kill()
+        frozen = self._started  # one never started has no process to stop
+        if frozen:
+            try:
+                self._api.pause(self.id)
+            except docker.errors.APIError:
+                frozen = False
+                self._kill()
         try:
             stream, _ = self._api.get_archive(self.id, WORKSPACE, chunk_size=64 * 1024)
             return from_tar(stream)
@@ -574,12 +592,20 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"docker sandbox {self.name}: cannot stop it: {exc}") from exc
 
     def start_detached(self, command: str) -> bool:
-        """A detached exec of ``sh -c command`` (no timeout: it ends with the container
-        at the latest); the files ``write_files_later`` holds stay held."""
+        """``sh -c command`` started on its own (no timeout: it ends with the container at
+        the latest); the files ``write_files_later`` holds stay held.
+
+        A container not started yet (one with a gateway folder, before its first exec)
+        gets ``command`` as a file held with them, which its own process starts in the
+        background when the container starts: no exec of its own, no round trip."""
         import docker.errors
 
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: exec after close")
+        if not self._started:
+            # the file removes itself first: nothing of it is left for the agent to read
+            self.write_files_later({BOOT_PATH: f"rm -f {BOOT_PATH}\n{command}\n".encode()})
+            return True
         try:
             exec_id = self._api.exec_create(self.id, ["sh", "-c", command], stdout=False, stderr=False,
                                             workdir="/workspace")["Id"]
@@ -597,6 +623,21 @@ class DockerSandbox(Sandbox):
         self._pending.update(files)
         self._pending_exec -= set(files)
         self._pending_exec |= {p for p in files if p in executable}
+
+    def _start(self) -> None:
+        """Start the container if it is not running yet (see ``_deferred``).
+
+        Raises:
+            SandboxError: the engine would not start it."""
+        import docker.errors
+
+        if self._started:
+            return
+        try:
+            self._api.start(self.id)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker sandbox {self.name}: could not start the container: {exc}") from exc
+        self._started = True
 
     def _flush_pending(self) -> None:
         """Write the queued files now, alone.
