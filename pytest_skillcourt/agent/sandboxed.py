@@ -444,7 +444,8 @@ def run_agent(ctx: RunContext, sandbox: Sandbox, *,
     stdin_path = f"{RUN_DIR}/stdin"
     try:
         written = files(grant) if callable(files) else files
-        sandbox.write_files({**written, stdin_path: stdin}, executable=executable_of(written))
+        # held for the exec (Docker: handed over with the task's files, see Sandbox.write_files_later)
+        sandbox.write_files_later({**written, stdin_path: stdin}, executable=executable_of(written))
         argv = command(grant) if callable(command) else command
         result = sandbox.exec(_script(forwarder, argv, ctx.timeout, stdin_path, started),
                               timeout=ctx.timeout + EXEC_SLACK_S, env=dict(env(grant)),

@@ -19,8 +19,10 @@ rather than eating the pids limit; labels ``{LABEL: "1", **spec.labels}``;
 a ``skillcourt-`` name; ``sleep infinity`` as its process; ``/workspace`` as
 working directory.  A sandbox with a gateway folder is started at its first exec,
 not when made: a ``start_detached`` command asked for before then (the agent's
-forwarder) goes with the next write and is started by the container's own
-process as it starts, with no exec of its own.
+forwarder) is put in that folder and started by the container's own process as
+it starts, with no exec of its own, and the files held until then
+(``write_files_later``) are put there as one archive that the exec's own shell
+unpacks before its command (the image's ``tar``): no ``put_archive`` either.
 
 One docker client per process (two, really: control calls have a bounded
 timeout, exec streams an unbounded one because a silent command may
@@ -34,6 +36,7 @@ Image ids are cached per process so creating a sandbox is two API calls
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import math
 import os
@@ -89,8 +92,11 @@ _TIMEOUT_CODES = frozenset(TIMEOUT_EXIT_CODES) | {143}
 #: The container's own process: idle until removed. busybox and coreutils both have
 #: `sleep infinity`; the fallback keeps odd images (old busybox) alive too.
 _IDLE = "sleep infinity 2>/dev/null || exec tail -f /dev/null"
-#: What a deferred container's process finds to start at its start (``start_detached``).
-BOOT_PATH = f"/tmp/.{LABEL}-boot"
+#: What a deferred container's process finds to start at its start (``start_detached``),
+#: in its gateway folder.
+BOOT_PATH = f"{GATEWAY_MOUNT}/.boot"
+#: Exit status of an exec whose shell could not unpack the held files (``_hand_over_held``).
+HELD_FAILED = 125
 #: Before idling, a deferred container starts ``BOOT_PATH`` when there is one, in a subshell
 #: of its own (its processes are then the init's children, reaped as they end).
 _BOOT_THEN = f"[ ! -f {BOOT_PATH} ] || (sh {BOOT_PATH} </dev/null &); "
@@ -393,8 +399,6 @@ class DockerSandbox(Sandbox):
         binary: bool = False,
         binary_limit: int = DEFAULT_BINARY_LIMIT,
     ) -> ExecResult:
-        import docker.errors
-
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: exec after close")
         if timeout <= 0:
@@ -406,12 +410,34 @@ class DockerSandbox(Sandbox):
             # Exec stdin needs a hijacked socket with half-close, which ssh://
             # engines do not give reliably; a file in the container does.
             path = f"/tmp/.{LABEL}-stdin-{secrets.token_hex(6)}"
-            self.write_files({path: stdin})
+            if self._started:
+                self.write_files({path: stdin})
+            else:  # with the held files, through the gateway folder
+                self.write_files_later({path: stdin})
             argv = [
                 "sh", "-c", 'exec <"$1" && rm -f "$1" && exec timeout -k 5 "$2" sh -c "$3"',
                 "sh", path, seconds, command,
             ]
-        self._flush_pending()  # queued files not written with the stdin above
+        handed = self._hand_over_held()
+        if handed is not None:  # this exec's own shell unpacks them first
+            argv = ["sh", "-c", f'tar -xf "$1" -C / || {{ echo "$2" >&2; exit {HELD_FAILED}; }}; rm -f "$1"; '
+                    'shift 2; exec "$@"', "sh", f"{GATEWAY_MOUNT}/{os.path.basename(handed[0])}", handed[1], *argv]
+        else:
+            self._flush_pending()  # queued files not written with the stdin above
+        try:
+            return self._exec(argv, timeout, env, output_limit, binary, binary_limit, handed)
+        finally:
+            if handed is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(handed[0])
+
+    def _exec(self, argv: list[str], timeout: float, env: Mapping[str, str] | None, output_limit: int,
+              binary: bool, binary_limit: int, handed: tuple[str, str, list[str]] | None) -> ExecResult:
+        """``exec``'s round trips: start the container if need be, run ``argv``, read its output.
+        ``handed``: the held files' archive that ``argv`` unpacks first (its host path, the
+        line its shell says when it cannot, the files)."""
+        import docker.errors
+
         self._start()
         exec_env = {**(env or {})}
         api = _get_client("exec").api
@@ -481,6 +507,9 @@ class DockerSandbox(Sandbox):
                 f"docker sandbox {self.name}: exec output ended but the command is still "
                 "running (connection to the engine lost?)"
             )
+        if handed is not None and code == HELD_FAILED and handed[1].encode() in err:
+            raise SandboxError(f"docker sandbox {self.name}: writing {handed[2]} failed: "
+                               f"{bytes(err).decode('utf-8', 'replace').strip()[-1000:]}")
         elapsed = time.monotonic() - started
         return ExecResult(
             exit_code=code,
@@ -603,8 +632,14 @@ class DockerSandbox(Sandbox):
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: exec after close")
         if not self._started:
-            # the file removes itself first: nothing of it is left for the agent to read
-            self.write_files_later({BOOT_PATH: f"rm -f {BOOT_PATH}\n{command}\n".encode()})
+            # in the gateway folder (a file write here, no round trip), where the container's
+            # process looks as it starts; it removes itself first: nothing of it is left
+            assert self.gateway_dir  # only a container with one is started late
+            try:
+                with open(os.path.join(self.gateway_dir, os.path.basename(BOOT_PATH)), "w", encoding="utf-8") as fh:
+                    fh.write(f"rm -f {BOOT_PATH}\n{command}\n")
+            except OSError as exc:
+                raise SandboxError(f"docker sandbox {self.name}: cannot write {BOOT_PATH}: {exc}") from exc
             return True
         try:
             exec_id = self._api.exec_create(self.id, ["sh", "-c", command], stdout=False, stderr=False,
@@ -623,6 +658,32 @@ class DockerSandbox(Sandbox):
         self._pending.update(files)
         self._pending_exec -= set(files)
         self._pending_exec |= {p for p in files if p in executable}
+
+    def _hand_over_held(self) -> tuple[str, str, list[str]] | None:
+        """The held files of a container not started yet (so none of its processes runs)
+        with a gateway folder: written into that folder as one archive, a file write on
+        this host instead of an engine round trip, for the next exec to unpack.  Returns
+        (the archive's host path, the line the exec says when it cannot unpack it, the
+        files), or None (nothing held, or not such a container: ``_flush_pending``).
+
+        Raises:
+            SandboxError: a held path or content is not one (``tar_of_files``)."""
+        if self._started or not self._pending or not self.gateway_dir:
+            return None
+        files, executable = self._pending, self._pending_exec
+        data = tar_of_files(files, executable=executable)
+        token = secrets.token_hex(8)
+        host = os.path.join(self.gateway_dir, f".held-{token}.tar")
+        try:
+            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(host)
+            return None  # written by the engine instead
+        self._pending, self._pending_exec = {}, set()
+        return host, f"skill-court: the held files could not be unpacked ({token})", sorted(files)
 
     def _start(self) -> None:
         """Start the container if it is not running yet (see ``_deferred``).

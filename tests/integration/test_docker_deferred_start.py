@@ -1,8 +1,9 @@
 """A Docker sandbox with a gateway folder starts at its first exec (issue 36,
 ``sandbox/docker.py``): the agent's forwarder, asked for with ``start_detached`` before
-then, goes into the container with the run's files (one archive) and is started by the
-container's own process as it starts, with no exec of its own; a sandbox without a
-gateway folder (a check room) starts when made, as before.
+then, is put in the gateway folder and started by the container's own process as it
+starts, with no exec of its own; files held until then (``write_files_later``) go
+through that folder too, unpacked by the first exec itself, with no ``put_archive``.  A
+sandbox without a gateway folder (a check room) starts when made, as before.
 """
 
 from __future__ import annotations
@@ -42,13 +43,17 @@ def test_a_detached_command_starts_with_the_container_not_in_an_exec(calls: list
     with open_sandbox("docker", _spec(gateway=True)) as sb:
         assert "start" not in calls  # not started when made
         assert sb.start_detached("echo $$ > /tmp/detached.pid; exec sleep 60") is True
-        sb.write_files({"/workspace/task": b"x"})
+        sb.write_files_later({"/workspace/task": b"x", "/workspace/bin/run": b"#!/bin/sh\necho ran\n"},
+                             executable={"/workspace/bin/run"})
         done = sb.exec('for i in $(seq 100); do [ -s /tmp/detached.pid ] && break; sleep 0.1; done; '
-                       'kill -0 "$(cat /tmp/detached.pid)" && cat task && ! ls /tmp/.skillcourt-boot* 2>/dev/null',
-                       timeout=30)
-        assert done.ok and done.stdout == "x", done  # alive, its file gone, the task's written
-        # one archive for the command and the files, one start, the one exec
-        assert calls == ["put_archive", "start", "exec_create"], calls
+                       'kill -0 "$(cat /tmp/detached.pid)" && cat task && bin/run && '
+                       '! ls -A /run/skill-court | grep -v "^gateway"', timeout=30, stdin=b"in")
+        # alive; the held files there, with their run bits; nothing of ours left in the folder
+        assert done.ok and done.stdout == "xran\n", done
+        # no archive, one start, the one exec
+        assert calls == ["start", "exec_create"], calls
+        assert sb.exec("cat", timeout=30, stdin=b"later").stdout == "later"  # started: a put again
+        assert calls[2:] == ["put_archive", "exec_create"], calls
         # started: a second detached command is an exec of its own
         assert sb.start_detached("exec sleep 60") is True
         assert calls[-1] == "exec_create"
@@ -73,3 +78,14 @@ def test_a_sandbox_never_started_is_copied_and_removed(calls: list[str]) -> None
     finally:
         sb.close()
     assert docker.from_env().api.containers(all=True, filters={"name": sb.name}) == []
+
+
+def test_held_files_that_cannot_be_unpacked_fail_the_exec_as_a_sandbox_error(calls: list[str]) -> None:
+    from pytest_skillcourt.sandbox.base import PathRefused, SandboxError
+
+    with open_sandbox("docker", _spec(gateway=True)) as sb:
+        sb.write_files_later({"/etc/passwd/x": b"a file under a file"})
+        with pytest.raises(SandboxError, match=r"writing \['/etc/passwd/x'\] failed") as info:
+            sb.exec("echo never", timeout=30)
+        assert not isinstance(info.value, PathRefused)
+        assert sb.exec("echo after", timeout=30).stdout == "after\n"  # the sandbox is fine
