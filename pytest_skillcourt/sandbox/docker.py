@@ -45,6 +45,7 @@ import threading
 import time
 import weakref
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pytest_skillcourt.sandbox.base import (
@@ -97,6 +98,24 @@ _IDLE = "sleep infinity 2>/dev/null || exec tail -f /dev/null"
 BOOT_PATH = f"{GATEWAY_MOUNT}/.boot"
 #: Exit status of an exec whose shell could not unpack the held files (``_hand_over_held``).
 HELD_FAILED = 125
+
+
+@dataclass(frozen=True)
+class _Held:
+    """Files held for a container's first exec, written as one archive into its gateway
+    folder (``DockerSandbox._hand_over_held``): the archive's host path, the files, which
+    of them are executable, and the lines the exec's shell says when it cannot unpack them
+    or finds no ``tar`` (random per archive: a command's own output cannot say them)."""
+
+    host: str
+    files: Mapping[str, bytes]
+    executable: Collection[str]
+    failed_line: str
+    no_tar_line: str
+
+
+class _NoTar(Exception):
+    """The image has no ``tar``: the held files go by ``put_archive`` instead."""
 #: Before idling, a deferred container starts ``BOOT_PATH`` when there is one, in a subshell
 #: of its own (its processes are then the init's children, reaped as they end).
 _BOOT_THEN = f"[ ! -f {BOOT_PATH} ] || (sh {BOOT_PATH} </dev/null &); "
@@ -419,23 +438,35 @@ class DockerSandbox(Sandbox):
                 "sh", path, seconds, command,
             ]
         handed = self._hand_over_held()
-        if handed is not None:  # this exec's own shell unpacks them first
-            argv = ["sh", "-c", f'tar -xf "$1" -C / || {{ echo "$2" >&2; exit {HELD_FAILED}; }}; rm -f "$1"; '
-                    'shift 2; exec "$@"', "sh", f"{GATEWAY_MOUNT}/{os.path.basename(handed[0])}", handed[1], *argv]
-        else:
+        if handed is None:
             self._flush_pending()  # queued files not written with the stdin above
+            return self._exec(argv, timeout, env, output_limit, binary, binary_limit, None)
+        # this exec's own shell unpacks them first, with the image's tar; an image without
+        # one says so, and the files go the engine's way (put_archive) before the command
+        unpack = ["sh", "-c", f'command -v tar >/dev/null 2>&1 || {{ echo "$3" >&2; exit {HELD_FAILED}; }}; '
+                  f'tar -xf "$1" -C / || {{ echo "$2" >&2; exit {HELD_FAILED}; }}; rm -f "$1"; '
+                  'shift 3; exec "$@"', "sh", f"{GATEWAY_MOUNT}/{os.path.basename(handed.host)}",
+                  handed.failed_line, handed.no_tar_line, *argv]
         try:
-            return self._exec(argv, timeout, env, output_limit, binary, binary_limit, handed)
+            return self._exec(unpack, timeout, env, output_limit, binary, binary_limit, handed)
+        except _NoTar:
+            pass
         finally:
-            if handed is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(handed[0])
+            with contextlib.suppress(OSError):
+                os.unlink(handed.host)
+        try:
+            self._put(handed.files, handed.executable, ())
+        except PathRefused as exc:
+            raise SandboxError(str(exc)) from exc
+        return self._exec(argv, timeout, env, output_limit, binary, binary_limit, None)
 
     def _exec(self, argv: list[str], timeout: float, env: Mapping[str, str] | None, output_limit: int,
-              binary: bool, binary_limit: int, handed: tuple[str, str, list[str]] | None) -> ExecResult:
+              binary: bool, binary_limit: int, handed: _Held | None) -> ExecResult:
         """``exec``'s round trips: start the container if need be, run ``argv``, read its output.
-        ``handed``: the held files' archive that ``argv`` unpacks first (its host path, the
-        line its shell says when it cannot, the files)."""
+        ``handed``: the held files' archive that ``argv`` unpacks first.
+
+        Raises:
+            _NoTar: ``argv`` found no ``tar`` to unpack ``handed`` with (nothing ran)."""
         import docker.errors
 
         self._start()
@@ -507,8 +538,10 @@ class DockerSandbox(Sandbox):
                 f"docker sandbox {self.name}: exec output ended but the command is still "
                 "running (connection to the engine lost?)"
             )
-        if handed is not None and code == HELD_FAILED and handed[1].encode() in err:
-            raise SandboxError(f"docker sandbox {self.name}: writing {handed[2]} failed: "
+        if handed is not None and code == HELD_FAILED and handed.no_tar_line.encode() in err:
+            raise _NoTar()
+        if handed is not None and code == HELD_FAILED and handed.failed_line.encode() in err:
+            raise SandboxError(f"docker sandbox {self.name}: writing {sorted(handed.files)} failed: "
                                f"{bytes(err).decode('utf-8', 'replace').strip()[-1000:]}")
         elapsed = time.monotonic() - started
         return ExecResult(
@@ -659,12 +692,11 @@ class DockerSandbox(Sandbox):
         self._pending_exec -= set(files)
         self._pending_exec |= {p for p in files if p in executable}
 
-    def _hand_over_held(self) -> tuple[str, str, list[str]] | None:
+    def _hand_over_held(self) -> _Held | None:
         """The held files of a container not started yet (so none of its processes runs)
         with a gateway folder: written into that folder as one archive, a file write on
-        this host instead of an engine round trip, for the next exec to unpack.  Returns
-        (the archive's host path, the line the exec says when it cannot unpack it, the
-        files), or None (nothing held, or not such a container: ``_flush_pending``).
+        this host instead of an engine round trip, for the next exec to unpack; None when
+        nothing is held or it is not such a container (``_flush_pending``).
 
         Raises:
             SandboxError: a held path or content is not one (``tar_of_files``)."""
@@ -683,7 +715,8 @@ class DockerSandbox(Sandbox):
                 os.unlink(host)
             return None  # written by the engine instead
         self._pending, self._pending_exec = {}, set()
-        return host, f"skill-court: the held files could not be unpacked ({token})", sorted(files)
+        return _Held(host, files, executable, f"skill-court: the held files could not be unpacked ({token})",
+                     f"skill-court: no tar in this image to unpack the held files ({token})")
 
     def _start(self) -> None:
         """Start the container if it is not running yet (see ``_deferred``).

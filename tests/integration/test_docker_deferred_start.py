@@ -89,3 +89,47 @@ def test_held_files_that_cannot_be_unpacked_fail_the_exec_as_a_sandbox_error(cal
             sb.exec("echo never", timeout=30)
         assert not isinstance(info.value, PathRefused)
         assert sb.exec("echo after", timeout=30).stdout == "after\n"  # the sandbox is fine
+
+
+def _image_without_tar() -> str:
+    """The busybox test image less every way to ``tar``: its ``tar`` links gone and ``sh``
+    a static bash (busybox's own sh finds its applets without a link)."""
+    import io
+    import tarfile
+
+    from tests.support import sandbox_image
+    from tests.support.hermes_image import find_static_bash
+
+    busybox = sandbox_image._find_busybox()
+    bash = find_static_bash()
+    source = tarfile.open(fileobj=io.BytesIO(sandbox_image._rootfs_tar(busybox)))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as rootfs:
+        for member in source.getmembers():
+            if member.name.rsplit("/", 1)[-1] in ("tar", "sh"):
+                continue
+            rootfs.addfile(member, source.extractfile(member) if member.isfile() else None)
+        with open(bash, "rb") as fh:
+            data = fh.read()
+        info = tarfile.TarInfo("bin/sh")
+        info.size, info.mode = len(data), 0o755
+        rootfs.addfile(info, io.BytesIO(data))
+    tag = f"{sandbox_image.TEST_IMAGE_REPO}:no-tar"
+    sandbox_image.import_rootfs(tag, out.getvalue(), "test image without tar")
+    return tag
+
+
+def test_an_image_without_tar_gets_the_held_files_from_the_engine(calls: list[str]) -> None:
+    image = _image_without_tar()
+    with open_sandbox("docker", SandboxSpec(image=image, name_hint="no-tar", gateway=True)) as sb:
+        # as made: no tar for the image's sh (busybox's own applets answer busybox's sh alone)
+        assert sb.exec("/bin/sh -c 'command -v tar || echo none'", timeout=30).stdout == "none\n"
+    calls.clear()
+    with open_sandbox("docker", SandboxSpec(image=image, name_hint="no-tar", gateway=True)) as sb:
+        sb.write_files_later({"/workspace/task": b"x", "/workspace/bin/run": b"#!/bin/sh\necho ran\n"},
+                             executable={"/workspace/bin/run"})
+        done = sb.exec("cat task && bin/run && cat", timeout=30, stdin=b"-in")
+        assert done.ok and done.stdout == "xran\n-in", done
+        # the first exec found no tar and ran nothing; the files went by the engine, then the command
+        assert calls == ["start", "exec_create", "put_archive", "exec_create"], calls
+        assert sb.exec("ls -A /run/skill-court | grep -v '^gateway' || true", timeout=30).stdout == ""
