@@ -44,6 +44,10 @@ RACY_MARGIN_NS = 2_000_000_000
 LIBRARY_CACHE_LIMIT = 50_000
 
 
+#: The modules beside this one that read a skill (``reader_digest``).
+READER_FILES = ("skills.py", "safe_yaml.py", "printable.py", "trees.py")
+
+
 @lru_cache(maxsize=1)
 def reader_digest() -> str:
     """The identity of what reads a skill: the bytes of ``skills``, ``safe_yaml``,
@@ -51,12 +55,15 @@ def reader_digest() -> str:
     another reader is never used."""
     import yaml
 
-    from pytest_skillcourt.core import printable, safe_yaml, skills, trees
+    from pytest_skillcourt.core import safe_yaml
 
     digest = hashlib.sha256()
-    for module in (skills.__file__, safe_yaml.__file__, printable.__file__, trees.__file__, __file__):
+    # the readers' files beside this one, by name: importing ``skills`` here would make a
+    # circle (it imports this module to use the cache)
+    here = Path(__file__).parent
+    for module in (*(here / name for name in READER_FILES), Path(__file__)):
         try:
-            digest.update(Path(module).read_bytes())
+            digest.update(module.read_bytes())
         except OSError:
             return f"unreadable:{id(digest)}"
     digest.update(f"\0{yaml.__version__}\0{safe_yaml.BASE_LOADER.__name__}".encode())

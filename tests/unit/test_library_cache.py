@@ -198,3 +198,13 @@ def test_no_cache_file_is_made_where_there_is_no_store_folder(tmp_path: Path, la
     where = tmp_path / "none" / LIBRARY_CACHE_NAME
     _load(root, where)
     assert not where.parent.exists()
+
+
+def test_the_reader_digest_covers_the_modules_that_read_a_skill() -> None:
+    """``reader_digest`` names the reader modules by file (importing ``skills`` there would
+    be an import circle): each name is a module of the package, beside the cache's own."""
+    from pytest_skillcourt.core import printable, safe_yaml, trees
+
+    readers = (skills, safe_yaml, printable, trees)
+    assert {Path(m.__file__).name for m in readers} == set(library_cache.READER_FILES)
+    assert {Path(m.__file__).parent for m in readers} == {Path(library_cache.__file__).parent}
