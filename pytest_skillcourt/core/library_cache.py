@@ -9,7 +9,7 @@ followed) and what was made of them (the name, description, frontmatter, hash an
 of the skill, or why it was left out); it is used only when the folder's files are exactly
 those, down to every field.  As git does with its index, a file changed in the same
 moment the cache was written could keep its size and times: an entry any of whose files
-has a time at or after the write time less :data:`RACY_MARGIN_NS` is not kept.
+has a time at or after the write time less ``trees.RACY_MARGIN_NS`` is not kept.
 
 Never trusted over the files: a frontmatter that does not come back from JSON exactly as
 it went (a YAML date, a set, a number key) is not kept (the skill is read again each
@@ -32,17 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_skillcourt.core.atomic import write_atomic
+from pytest_skillcourt.core.trees import newest_ns, settled, stat_text
 
 #: The file beside the store.
 LIBRARY_CACHE_NAME = "library.json"
 #: The layout of that file: another layout is ignored whole (and rewritten).
 LIBRARY_CACHE_FORMAT = 2
-#: A file whose mtime or ctime is at or after the cache's write time less this is not
-#: trusted to show a change by its stat (git's racy-entry rule, with a margin for clocks).
-RACY_MARGIN_NS = 2_000_000_000
 #: Entries kept at most: past this, only the ones this session used are written.
 LIBRARY_CACHE_LIMIT = 50_000
-
 
 #: The modules beside this one that read a skill (``reader_digest``).
 READER_FILES = ("skills.py", "safe_yaml.py", "printable.py", "trees.py")
@@ -72,15 +69,14 @@ def reader_digest() -> str:
 
 def stat_list(entries: Sequence[tuple[str, str, os.stat_result]]) -> tuple[str, int]:
     """The stat list of a folder's files (``trees.tree_entries``) as an entry keeps it: one
-    text (each file's relative path, size, mtime and ctime in nanoseconds, inode and mode,
-    apart by NUL, which no path holds: read back from JSON far faster than lists of
-    numbers), and the newest of those times."""
+    text (each file's relative path and ``trees.stat_text``, apart by NUL, which no path
+    holds: read back from JSON far faster than lists of numbers), and the newest of their
+    times (``trees.newest_ns``)."""
     parts: list[str] = []
     newest = 0
     for rel, _, st in entries:
-        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
-        parts.append(f"{rel}\0{st.st_size}\0{mtime}\0{ctime}\0{st.st_ino}\0{st.st_mode}")
-        newest = max(newest, mtime, ctime)
+        parts.append(f"{rel}\0{stat_text(st)}")
+        newest = max(newest, newest_ns(st))
     return "\0".join(parts), newest
 
 
@@ -133,7 +129,7 @@ class LibraryCache:
         entry = self._loaded().get(folder)
         if type(entry) is not dict or entry.get("stats") != stats[0]:
             return None
-        if stats[1] >= self._written_ns - RACY_MARGIN_NS:
+        if not settled(stats[1], self._written_ns):
             return None
         self._used[folder] = entry
         return entry
@@ -155,8 +151,7 @@ class LibraryCache:
         if len(entries) > LIBRARY_CACHE_LIMIT:
             entries = self._used
         kept = {folder: entry for folder, entry in entries.items()
-                if type(entry) is dict and type(entry.get("newest")) is int
-                and entry["newest"] < now - RACY_MARGIN_NS}
+                if type(entry) is dict and type(entry.get("newest")) is int and settled(entry["newest"], now)}
         text = json.dumps({"format": LIBRARY_CACHE_FORMAT, "reader": reader_digest(), "written_ns": now,
                            "skills": kept}, ensure_ascii=False, separators=(",", ":"))
         with contextlib.suppress(OSError, UnicodeEncodeError, ValueError):

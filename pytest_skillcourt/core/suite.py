@@ -36,7 +36,7 @@ from yaml.constructor import SafeConstructor
 
 from pytest_skillcourt.core import safe_yaml
 from pytest_skillcourt.core.atomic import write_atomic
-from pytest_skillcourt.core.trees import TreeError, is_executable, tree_files
+from pytest_skillcourt.core.trees import TreeError, is_executable, newest_ns, settled, stat_text, tree_files
 
 SUITE_KEYS = ("skill", "image", "timeout", "reps", "setup", "tasks")
 TASK_KEYS = ("id", "prompt", "files", "fixtures", "check")
@@ -415,9 +415,6 @@ def _refuse_file_folder_clash(paths: list[tuple[str, str]], fail: Any) -> None:
 SUITE_CACHE_NAME = "suites.json"
 #: The layout of that file: another layout is ignored whole (and rewritten).
 SUITE_CACHE_FORMAT = 2
-#: A suite file whose mtime or ctime is at or after the cache's write time less this is
-#: read again: its stat may not show a change made in that moment (git's racy entries).
-RACY_MARGIN_NS = 2_000_000_000
 #: Entries kept at most: past this, only the ones the last session used are written.
 SUITE_CACHE_LIMIT = 50_000
 
@@ -493,17 +490,13 @@ class SuiteCache:
                 self._changed = self.path.exists()  # a foreign or broken file is replaced
         return self._entries
 
-    @staticmethod
-    def _stat_text(st: os.stat_result) -> str:
-        return f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_mode}\0{st.st_dev}"
-
     def key_of(self, path: str, st: os.stat_result) -> str | None:
         """The key of the text the file at ``path`` had when its stat was ``st`` exactly
-        (and older than the cache's write by :data:`RACY_MARGIN_NS`), else None."""
+        (and older than the cache's write: ``trees.settled``), else None."""
         self._loaded()
         known = self._files.get(path)
-        if (type(known) is not list or len(known) != 3 or known[0] != self._stat_text(st)
-                or type(known[1]) is not int or known[1] >= self._written_ns - RACY_MARGIN_NS
+        if (type(known) is not list or len(known) != 3 or known[0] != stat_text(st)
+                or type(known[1]) is not int or not settled(known[1], self._written_ns)
                 or type(known[2]) is not str):
             return None
         return known[2]
@@ -511,7 +504,7 @@ class SuiteCache:
     def read_as(self, path: str, st: os.stat_result, key: str) -> None:
         """The file at ``path``, of stat ``st``, was read and its text has ``key``."""
         entries = self._loaded()
-        entry = [self._stat_text(st), max(st.st_mtime_ns, st.st_ctime_ns), key]
+        entry = [stat_text(st), newest_ns(st), key]
         if self._files.get(path) != entry:
             self._files[path] = entry
             self._changed = self._changed or key in entries  # a suite not kept needs no file of it
@@ -553,7 +546,7 @@ class SuiteCache:
         now = time.time_ns()
         files = {path: known for path, known in self._files.items()  # never one too new to trust
                  if type(known) is list and len(known) == 3 and type(known[1]) is int
-                 and known[1] < now - RACY_MARGIN_NS and known[2] in entries}
+                 and settled(known[1], now) and known[2] in entries}
         text = json.dumps({"format": SUITE_CACHE_FORMAT, "parser": parser_digest(), "written_ns": now,
                            "suites": entries, "files": files}, ensure_ascii=False, separators=(",", ":"))
         with contextlib.suppress(OSError, UnicodeEncodeError):

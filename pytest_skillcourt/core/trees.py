@@ -42,6 +42,31 @@ class TreeError(ValueError):
         super().__init__(f"{path}: {message}")
 
 
+#: A file whose mtime or ctime is at or after a cache's write time less this is not
+#: trusted to show a change by its stat (git's racy index entries, with a margin for
+#: clocks): the suite and library caches beside the store (``suite.SuiteCache``,
+#: ``library_cache.LibraryCache``) read such a file again.
+RACY_MARGIN_NS = 2_000_000_000
+
+
+def stat_text(st: os.stat_result) -> str:
+    """A file's stat as those caches compare it: size, mtime and ctime in nanoseconds,
+    inode, mode and device, apart by NUL (which no path holds)."""
+    return f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_mode}\0{st.st_dev}"
+
+
+def newest_ns(st: os.stat_result) -> int:
+    """The later of a file's mtime and ctime (a write that puts an old mtime back still
+    moves its ctime)."""
+    return max(st.st_mtime_ns, st.st_ctime_ns)
+
+
+def settled(newest: int, written_ns: int) -> bool:
+    """Whether a file whose newest time is ``newest`` is old enough, against a cache
+    written at ``written_ns``, for its stat to show any change (:data:`RACY_MARGIN_NS`)."""
+    return newest < written_ns - RACY_MARGIN_NS
+
+
 def is_junk(name: str) -> bool:
     """True for operating-system and editor litter (see the module docstring).
 
