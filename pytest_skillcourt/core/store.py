@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.core.records import RunRecord
+from pytest_skillcourt.core.records import RunHead, RunRecord
 from pytest_skillcourt.core.store_appeals import AppealTable
 from pytest_skillcourt.core.store_history import QuarantineHistoryTable
 from pytest_skillcourt.core.store_part import valid_text
 from pytest_skillcourt.core.store_verdicts import VerdictTables
-from pytest_skillcourt.core.trial import TrialRun
+from pytest_skillcourt.core.trial import TrialHead, TrialRun
 
 
 #: Each entry migrates from version i to i+1.
@@ -129,8 +129,33 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (trial, suite, task_id, arm, rep, model)
     );
     """,
+    # v9: each run's head (``records.RunHead``: where it belongs, how it ended, its outcome,
+    # tokens, cost and reach digest) beside its whole record.  A cached session of 2,000
+    # skills serves 24,000 runs; decoding each record (its transcript and files) only to
+    # count outcomes was most of its time.  Rows written before have none: their record is
+    # read instead (``Store._head``).
+    """
+    ALTER TABLE runs ADD COLUMN head TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: The schema version that added ``runs.head`` (filled for the rows already there: :func:`_fill_heads`).
+HEADS_VERSION = 9
+
+
+def _fill_heads(db: Any) -> None:
+    """Give every run already stored its head (``records.RunHead``), in the migration's
+    transaction: a store's first session on this version would otherwise decode every
+    record it reuses, as before, until it is filled again.  A row that does not decode
+    keeps none; reading it says it is damaged, as it did."""
+    rows = db.execute("SELECT run_id, data FROM runs WHERE head IS NULL").fetchall()
+    heads = []
+    for run_id, data in rows:
+        try:
+            heads.append((valid_text(RunRecord.from_json(data).head().to_text()), run_id))
+        except (ValueError, TypeError):
+            continue
+    db.executemany("UPDATE runs SET head = ? WHERE run_id = ?", heads)
 #: What a trial spent on runs, judgments and causes, apart (``Store.spend``).
 _SPEND_SQL = "SELECT " + ", ".join(f"(SELECT COALESCE(SUM(cost_usd), 0) FROM {table} WHERE trial = ?)"
                                    for table in ("runs", "judgments", "causes"))
@@ -139,8 +164,8 @@ _MARK_SQL = ("INSERT OR REPLACE INTO trial_runs(trial, run_id, skill, model, sui
              "rep, cached) VALUES (?,?,?,?,?,?,?,?,?)")
 #: A finished run (``Store.record_run``), its row from :func:`_run_row`.
 _RUN_SQL = ("INSERT OR REPLACE INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, "
-            "status, outcome, cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            "status, outcome, cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data, head) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
 def _run_row(record: RunRecord) -> tuple[Any, ...]:
@@ -148,7 +173,7 @@ def _run_row(record: RunRecord) -> tuple[Any, ...]:
             record.arm, record.rep, record.model, record.status,
             None if record.outcome is None else int(record.outcome), record.cost_usd, int(record.priced),
             record.input_tokens, record.output_tokens, int(record.cacheable), utc_now(),
-            valid_text(record.to_json()))
+            valid_text(record.to_json()), valid_text(record.head().to_text()))
 
 
 class StoreError(Exception):
@@ -258,9 +283,9 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
         self._hold_max_age = float("inf")
         self._held_since = 0.0
         self._marks: list[tuple[Any, ...]] = []
-        #: run id -> the record :meth:`cached_run` decoded: a session's reports read it
-        #: again (:meth:`trial_runs`), and decoding is most of what reading a run costs
-        self._decoded: dict[str, RunRecord] = {}
+        #: run id -> its head, as :meth:`cached_heads` read it: the verdicts then read the
+        #: trial's runs (:meth:`trial_heads`) without decoding them again
+        self._heads: dict[str, RunHead] = {}
         existed = False
         try:
             if readonly:
@@ -370,6 +395,8 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
                 for statement in MIGRATIONS[i].split(";"):
                     if statement.strip():
                         db.execute(statement)
+                if i + 1 == HEADS_VERSION:
+                    _fill_heads(db)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- trials ---------------------------------------------------------------
@@ -426,8 +453,47 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
                 "ORDER BY created_at DESC, rowid DESC", chunk)
             for key, run_id, data in rows:
                 if key not in out:  # the newest of its key
-                    out[key] = self._decoded[run_id] = self._run(data)
+                    out[key] = self._run(data)
         return out
+
+    def cached_heads(self, cache_keys: Sequence[str]) -> dict[str, RunHead]:
+        """:meth:`cached_runs`, as heads (``records.RunHead``): what a session that reuses
+        the runs needs of them, without decoding their records."""
+        out: dict[str, RunHead] = {}
+        keys = list(dict.fromkeys(cache_keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT cache_key, run_id, head FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
+                "ORDER BY created_at DESC, rowid DESC", chunk)
+            headless: dict[str, str] = {}
+            for key, run_id, text in rows:
+                if key in out or key in headless:  # not the newest of its key
+                    continue
+                head = self._head(text)
+                if head is None:
+                    headless[key] = run_id
+                else:
+                    out[key] = self._heads[run_id] = head
+            if headless:
+                records = self.runs_by_id(list(headless.values()))
+                out.update((key, records[run_id].head()) for key, run_id in headless.items() if run_id in records)
+        return out
+
+    def _head(self, text: str | None) -> RunHead | None:
+        """A run's head from its ``head`` column; None when it has none this version reads
+        (written before heads were kept): then its record is read.
+
+        Raises:
+            StoreError: the text does not decode (a damaged page's bytes).
+        """
+        if text is None:
+            return None
+        try:
+            return RunHead.from_text(text)
+        except (ValueError, TypeError) as err:
+            raise damaged(self.path, f"a stored run's head does not decode: {err}") from err
 
     #: Marks of cached runs held before they are written together (:meth:`record_run`).
     MARK_BATCH = 500
@@ -464,8 +530,9 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             yield db
         del self._marks[:len(marks)]
 
-    def record_run(self, record: RunRecord, *, trial: str, cached: bool) -> None:
-        """Store a finished run (unless it came from the cache) and mark it used by ``trial``."""
+    def record_run(self, record: RunRecord | RunHead, *, trial: str, cached: bool) -> None:
+        """Store a finished run (unless it came from the cache: then its head will do) and
+        mark it used by ``trial``."""
         mark = (trial, record.run_id, record.skill, record.model, record.suite, record.task_id,
                 record.arm, record.rep, int(cached))
         if cached and self._hold:
@@ -478,7 +545,9 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             return
         with self._write_with_marks() as db:
             if not cached:
-                self._decoded.pop(record.run_id, None)  # replaced: read back as stored
+                if not isinstance(record, RunRecord):
+                    raise TypeError(f"a fresh run is stored whole, not as its head: {record.run_id}")
+                self._heads.pop(record.run_id, None)
                 db.execute(_RUN_SQL, _run_row(record))
             db.execute(_MARK_SQL, mark)
 
@@ -487,7 +556,7 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
         a store of tens of thousands of runs: ``bench/perf_bench.py``)."""
         with self._write_with_marks() as db:
             for record in records:
-                self._decoded.pop(record.run_id, None)
+                self._heads.pop(record.run_id, None)
             db.executemany(_RUN_SQL, [_run_row(record) for record in records])
             db.executemany(_MARK_SQL, [(trial, r.run_id, r.skill, r.model, r.suite, r.task_id, r.arm, r.rep, 0)
                                        for r in records])
@@ -495,7 +564,7 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
     def trial_runs(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialRun]:
         """The runs ``trial`` used (of one suite, of one model), in the order of the table's key."""
         self.flush_marks()
-        sql = ("SELECT r.run_id, r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
+        sql = ("SELECT r.data, t.cached FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
                "WHERE t.trial = ?")
         params: list[Any] = [trial]
         if suite is not None:
@@ -505,8 +574,44 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             sql += " AND t.model = ?"
             params.append(model)
         sql += " ORDER BY t.suite, t.task_id, t.arm, t.rep, t.model"  # the key's order: no sort
-        decoded = self._decoded
-        return [TrialRun(decoded.get(i) or self._run(d), bool(c)) for i, d, c in self._db.execute(sql, params)]
+        return [TrialRun(self._run(d), bool(c)) for d, c in self._db.execute(sql, params)]
+
+    def trial_heads(self, trial: str, *, suite: str | None = None, model: str | None = None) -> list[TrialHead]:
+        """:meth:`trial_runs` as heads (``records.RunHead``): the verdicts, the early stop and
+        the session's totals count outcomes and tokens, and need no transcript."""
+        self.flush_marks()
+        where, params = "t.trial = ?", [trial]
+        if suite is not None:
+            where += " AND t.suite = ?"
+            params.append(suite)
+        if model is not None:
+            where += " AND t.model = ?"
+            params.append(model)
+        order = " ORDER BY t.suite, t.task_id, t.arm, t.rep, t.model"  # the key's order: no sort
+        known = self._heads
+        marks = self._db.execute(f"SELECT t.run_id, t.cached FROM trial_runs t WHERE {where}{order}",
+                                 params).fetchall()
+        if any(run_id not in known for run_id, _ in marks):  # read the heads this connection has not
+            rows = self._db.execute(f"SELECT r.run_id, r.head FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
+                                    f"WHERE {where}", params)
+            headless = []
+            for run_id, text in rows:
+                if run_id not in known:
+                    head = self._head(text)
+                    if head is None:
+                        headless.append(run_id)
+                    else:
+                        known[run_id] = head
+            for run_id, record in self.runs_by_id(headless).items():
+                known[run_id] = record.head()
+        return [TrialHead(known[run_id], bool(cached)) for run_id, cached in marks if run_id in known]
+
+    def trial_heads_by_target(self, trial: str) -> dict[tuple[str, str], list[TrialHead]]:
+        """:meth:`trial_heads` by (suite, model): one query, where one per verdict would do."""
+        out: dict[tuple[str, str], list[TrialHead]] = {}
+        for th in self.trial_heads(trial):
+            out.setdefault((th.head.suite, th.head.model), []).append(th)
+        return out
 
     def record_ended(self, *, trial: str, suite: str, task_id: str, arm: str, rep: int, model: str,
                      reason: str) -> None:

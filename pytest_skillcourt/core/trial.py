@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_skillcourt.core.clock import utc_now
-from pytest_skillcourt.core.records import ANSWERED, ARM_WITH, ARM_WITHOUT, INCOMPLETE, RunRecord
+from pytest_skillcourt.core.records import ANSWERED, ARM_WITH, ARM_WITHOUT, INCOMPLETE, RunFacts, RunHead, RunRecord
 from pytest_skillcourt.stats.verdict import PairOutcome, Verdict, VerdictKind
 
 #: Winners a judgment can name (None: the judge gave no outcome).
@@ -209,10 +209,18 @@ class TrialRun:
     cached: bool
 
 
+@dataclass(frozen=True, slots=True)
+class TrialHead:
+    """A run a trial used, as its head (``records.RunHead``), and whether it came from the cache."""
+
+    head: RunHead
+    cached: bool
+
+
 # --------------------------------------------------------------------------- pairs
 
 
-def scorable(rec: RunRecord) -> bool:
+def scorable(rec: RunFacts) -> bool:
     """A run that ended in a way the judge can score (answered, or did not complete)."""
     return rec.status in (ANSWERED, INCOMPLETE)
 
@@ -227,11 +235,11 @@ class Pair:
 
     task_id: str
     rep: int
-    with_run: RunRecord | None
-    without_run: RunRecord | None
+    with_run: RunFacts | None
+    without_run: RunFacts | None
     judgment: Mapping[str, Any] | None = None
 
-    def run(self, arm: str) -> RunRecord | None:
+    def run(self, arm: str) -> RunFacts | None:
         """The run of ``arm``."""
         return self.with_run if arm == ARM_WITH else self.without_run
 
@@ -280,17 +288,17 @@ class Pair:
                            without_tokens=self.without_run.tokens, source=str(self.source))
 
 
-JudgmentLookup = Callable[[RunRecord, RunRecord], "Mapping[str, Any] | None"]
+JudgmentLookup = Callable[[RunFacts, RunFacts], "Mapping[str, Any] | None"]
 
 
-def group_pairs(runs: Iterable[RunRecord], judgment_of: JudgmentLookup | None = None) -> list[Pair]:
+def group_pairs(runs: Iterable[RunFacts], judgment_of: JudgmentLookup | None = None) -> list[Pair]:
     """The runs grouped into pairs (by task and rep, sorted), each with its judgment.
 
     ``judgment_of(with_run, without_run)`` is asked only for pairs that need
     the judge and returns the judgment as a dict, or None when there is none.
     The one grouping used by the controller, ``merge``, appeals and the reports.
     """
-    by_key: dict[tuple[str, int], dict[str, RunRecord]] = {}
+    by_key: dict[tuple[str, int], dict[str, RunFacts]] = {}
     for rec in runs:
         by_key.setdefault((rec.task_id, int(rec.rep)), {})[rec.arm] = rec
     pairs = []
@@ -362,8 +370,9 @@ class TrialResult:
     """One session's trial as the reports see it: immutable values, no session.
 
     Paths are as the user should read them (relative to the rootdir where
-    they lie under it).  ``runs`` holds, per verdict nodeid, the runs it used;
-    ``prompts`` the task prompts per suite in suite order.
+    they lie under it).  ``runs`` holds, per verdict nodeid, the runs it used, whole (their
+    transcripts and files), for the reports that show them (JSON, HTML): empty when the
+    session asked for neither; ``prompts`` the task prompts per suite in suite order.
     """
 
     trial: str

@@ -29,7 +29,7 @@ from pytest_skillcourt.engine.cause import ask_cause
 from pytest_skillcourt.engine.judge import RunView, judge_pairs
 from pytest_skillcourt.models.llm import TokenBudget
 from pytest_skillcourt.core.settings import FailOn, Settings
-from pytest_skillcourt.core.records import NOT_OFFERED, RunRecord
+from pytest_skillcourt.core.records import NOT_OFFERED, RunFacts, RunRecord
 from pytest_skillcourt.engine.run import price
 from pytest_skillcourt.core.skills import Library, Skill
 from pytest_skillcourt.stats.verdict import PairOutcome, Verdict, VerdictKind, decide
@@ -43,8 +43,8 @@ from pytest_skillcourt.core.trial import (
     PairJudgment,
     SuiteFacts,
     Target,
+    TrialHead,
     TrialResult,
-    TrialRun,
     group_pairs,
     pair_outcomes,
 )
@@ -76,8 +76,8 @@ class Court(Protocol):
 
     def store(self) -> Store: ...
 
-    def runs_by_target(self) -> Mapping[tuple[str, str], Sequence[TrialRun]]:
-        """The runs this session's trial used, by (suite, model)."""
+    def runs_by_target(self) -> Mapping[tuple[str, str], Sequence[TrialHead]]:
+        """The runs this session's trial used, by (suite, model), as their heads."""
         ...
 
     def suite_facts(self, suite_rel: str) -> SuiteFacts:
@@ -149,13 +149,14 @@ def prompts_of(court: Court, target: Target) -> dict[str, str]:
     return {task_id: prompt for task_id, prompt, _ in court.suite_facts(target.suite_rel).tasks}
 
 
-def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]]) -> Judged:
-    """Judge every check-less pair that has two scorable runs; reuse stored judgments."""
+def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunFacts]]) -> Judged:
+    """Judge every check-less pair that has two scorable runs; reuse stored judgments.  The
+    judge reads a pair's answers and files: only those pairs' whole records are read."""
     s = court.settings
     store = court.store()
     out = Judged()
-    jobs_by_model: dict[str, list[tuple[str, str, RunView, RunView]]] = {}
-    meta: dict[str, tuple[str, RunRecord, RunRecord]] = {}
+    asks: dict[str, list[tuple[str, str, RunFacts, RunFacts]]] = {}  # judge -> (key, prompt, runs)
+    meta: dict[str, tuple[str, RunFacts, RunFacts]] = {}
     for nodeid, runs in runs_by_target.items():
         target = court.targets[nodeid]
         prompts: dict[str, str] | None = None  # the suite is read only for a pair the judge needs
@@ -173,8 +174,10 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunRecord]
             meta[key] = (nodeid, w, wo)
             if prompts is None:
                 prompts = prompts_of(court, target)
-            jobs_by_model.setdefault(judge_label, []).append(
-                (key, prompts.get(pair.task_id, ""), _view(w), _view(wo)))
+            asks.setdefault(judge_label, []).append((key, prompts.get(pair.task_id, ""), w, wo))
+    whole = store.runs_by_id([r.run_id for jobs in asks.values() for _, _, w, wo in jobs for r in (w, wo)])
+    jobs_by_model = {label: [(key, prompt, _view(whole[w.run_id]), _view(whole[wo.run_id]))
+                             for key, prompt, w, wo in jobs] for label, jobs in asks.items()}
     budget = court.judge_budget()
     seed = int(hashlib.sha256(court.trial.encode()).hexdigest()[:8], 16)
     deadline = judging_deadline(court)
@@ -218,10 +221,10 @@ def produce_verdicts(court: Court, session: pytest.Session) -> TrialResult | Non
         return None
     store = court.store()
     by_target = court.runs_by_target()  # one query, not one per verdict
-    used: dict[str, list[TrialRun]] = {
+    used: dict[str, list[TrialHead]] = {
         nodeid: list(by_target.get((t.suite_rel, t.model), ())) for nodeid, t in court.targets.items()}
     try:
-        judged = judge_pending(court, {n: [u.record for u in runs] for n, runs in used.items()})
+        judged = judge_pending(court, {n: [u.head for u in runs] for n, runs in used.items()})
     except Exception as err:  # the verdicts still come, without judged pairs
         judged = Judged()
         court.errors.append(f"the judge could not run: {type(err).__name__}: {err}")
@@ -314,14 +317,14 @@ def decided(store: Store, evidence: Sequence[PairOutcome], early: Sequence[str] 
     return verdict
 
 
-def decide_target(court: Court, target: Target, used: Sequence[TrialRun], judged: Judged,
+def decide_target(court: Court, target: Target, used: Sequence[TrialHead], judged: Judged,
                   fresh: list[tuple[str, dict[str, Any]]]) -> Outcome:
     """The verdict of one skill on one model from this session's recorded runs (verdicts
     decided now are added to ``fresh``, for the store)."""
     s = court.settings
     facts = court.suite_facts(target.suite_rel)
     mine, judged_cost = judged.of(target.nodeid)
-    runs = [u.record for u in used]
+    runs = [u.head for u in used]
     pairs = group_pairs(runs, lambda w, wo: mine[(w.task_id, w.rep)].to_dict()
                         if (w.task_id, w.rep) in mine else None)
     evidence = pair_outcomes(pairs)
@@ -385,6 +388,10 @@ def explain(court: Court, target: Target, pairs: Sequence[Pair], evidence: Seque
     stored = None if court.settings.fresh else store.cause(key)
     if stored is not None and isinstance(stored.get("cause"), str):  # not a failed attempt: asked again
         return Cause.from_dict(stored), 0.0
+    whole = store.runs_by_id([w.run_id, wo.run_id])  # the transcript and answer the question shows
+    if w.run_id not in whole or wo.run_id not in whole:
+        return None, 0.0
+    w, wo = whole[w.run_id], whole[wo.run_id]
     cause, asked = ask_cause(ChatClient(judge), task_prompt=prompt, transcript=w.transcript,
                              skill_name=skill.name, other_answer=wo.answer, skill_md=skill_md,
                              budget=court.judge_budget(), deadline=judging_deadline(court))

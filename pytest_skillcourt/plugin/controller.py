@@ -186,7 +186,7 @@ class Controller(ItemHooks):
     def _check_answered(self) -> None:
         """A session whose runs all got no reply from the model decided nothing: say so
         loudly (and exit with ``EXIT_NO_ANSWER``) instead of a green INCONCLUSIVE."""
-        runs = [tr.record for group in self.court.runs_by_target().values() for tr in group]
+        runs = [th.head for group in self.court.runs_by_target().values() for th in group]
         if runs and all(r.status == NO_ANSWER for r in runs):
             self.never_answered = True
             self.court.errors.append(
@@ -286,10 +286,10 @@ class Controller(ItemHooks):
     def totals_line(self) -> str:
         """The session in one line: runs, cached, model calls, tokens, spend, wall time."""
         court = self.court
-        runs = [tr for group in court.runs_by_target().values() for tr in group]
-        cached = sum(1 for tr in runs if tr.cached)
-        calls = sum(tr.record.api_calls for tr in runs if not tr.cached)
-        tokens = sum(tr.record.tokens for tr in runs)
+        runs = [th for group in court.runs_by_target().values() for th in group]
+        cached = sum(1 for th in runs if th.cached)
+        calls = sum(th.head.api_calls for th in runs if not th.cached)
+        tokens = sum(th.head.tokens for th in runs)
         wall = time.monotonic() - court.started
         return (f"skill court: {len(runs)} runs ({cached} cached), {calls} model calls, "
                 f"{format_tokens(tokens)} tokens, ${court.store().spend(court.trial):.4f} spent, "

@@ -28,7 +28,7 @@ from pytest_skillcourt.core.settings import DEFAULT_TASKS, FailOn, Settings
 from pytest_skillcourt.core.skills import Library, load_library
 from pytest_skillcourt.core.store import Store
 from pytest_skillcourt.core.suite import SUITE_CACHE_NAME, Suite, SuiteCache, using_cache
-from pytest_skillcourt.core.trial import Outcome, SuiteFacts, Target, TrialResult, TrialRun
+from pytest_skillcourt.core.trial import Outcome, SuiteFacts, Target, TrialHead, TrialResult, TrialRun
 from pytest_skillcourt.models.client import ModelSpec, resolve_model
 from pytest_skillcourt.models.llm import TokenBudget
 from pytest_skillcourt.plugin.collect import OneRun, SkillCourtError, with_settings
@@ -106,7 +106,7 @@ class Court:
         self.progress: Progress | None = None
         #: the run loop is over: no run is added to the trial after it
         self.loop_done = False
-        self._final_runs: dict[tuple[str, str], list[TrialRun]] | None = None
+        self._final_runs: dict[tuple[str, str], list[TrialHead]] | None = None
         self.started = time.monotonic()
         # What the controller gathers for the verdicts and the reports (engine/verdicts.Court)
         self.outcomes: list[Outcome] = []
@@ -336,12 +336,12 @@ class Court:
 
     # -- the trial, for the verdicts and the reports --------------------------------------------
 
-    def runs_by_target(self) -> dict[tuple[str, str], list[TrialRun]]:
-        """This trial's runs by (suite, model), read once after the run loop (nothing adds
-        runs then) and before it every time."""
+    def runs_by_target(self) -> dict[tuple[str, str], list[TrialHead]]:
+        """This trial's runs by (suite, model), as their heads (``records.RunHead``): read
+        once after the run loop (nothing adds runs then) and before it every time."""
         if self._final_runs is not None:
             return self._final_runs
-        found = self.store().trial_runs_by_target(self.trial)
+        found = self.store().trial_heads_by_target(self.trial)
         if self.loop_done:
             self._final_runs = found
         return found
@@ -382,9 +382,11 @@ class Court:
             return built if built.errors == tuple(self.errors) else dataclasses.replace(built, errors=tuple(self.errors))
         s = self.settings
         store = self.store()
-        by_target = self.runs_by_target()
-        runs = {o.target.nodeid: tuple(by_target.get((o.target.suite_rel, o.target.model), ()))
-                for o in self.outcomes}
+        runs: dict[str, tuple[TrialRun, ...]] = {}
+        if s.json_path or s.html_path:  # the only reports that show each run: its whole record
+            by_target = store.trial_runs_by_target(self.trial)
+            runs = {o.target.nodeid: tuple(by_target.get((o.target.suite_rel, o.target.model), ()))
+                    for o in self.outcomes}
         prompts: dict[str, tuple[tuple[str, str], ...]] = {}
         checks: dict[str, tuple[tuple[str, str], ...]] = {}
         for o in self.outcomes:

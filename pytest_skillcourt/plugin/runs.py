@@ -21,13 +21,13 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_skillcourt.agent.context import RunContext
-from pytest_skillcourt.core.records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunRecord
+from pytest_skillcourt.core.records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunFacts
 from pytest_skillcourt.core.settings import Settings
 from pytest_skillcourt.core.skills import Library
 from pytest_skillcourt.core.store import StoreError
 from pytest_skillcourt.core.suite import Suite
 from pytest_skillcourt.core.trial import group_pairs, pair_outcomes
-from pytest_skillcourt.engine.cache import reach_of, run_key, still_valid
+from pytest_skillcourt.engine.cache import RunKeys, reach_of, still_valid
 from pytest_skillcourt.plugin.collect import OneRun, RunId, RunItem, RunsItem, SkillCourtError
 from pytest_skillcourt.plugin.concurrency import RunAhead
 from pytest_skillcourt.plugin.court import BUDGET_REACHED, UNPRICED, Court
@@ -81,9 +81,9 @@ class RunSummary:
         """What it cost in USD, to the micro-dollar its properties show."""
         return round(self.cost_usd or 0.0, 6)
 
-    def with_record(self, record: RunRecord, cached: bool) -> RunSummary:
-        """The summary of the run ``record`` (reused from the cache when ``cached``): its
-        skip (no outcome) or failure (a harness error) included."""
+    def with_record(self, record: RunFacts, cached: bool) -> RunSummary:
+        """The summary of the run ``record`` (its head, when reused from the cache:
+        ``cached``): its skip (no outcome) or failure (a harness error) included."""
         run = self.run
         error = skip = None
         if record.status == HARNESS_ERROR:
@@ -199,9 +199,10 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
 
 @dataclass(frozen=True)
 class Got:
-    """A run recorded in the store for this trial (``cached``: reused, not executed)."""
+    """A run recorded in the store for this trial: reused from the cache (``cached``), as
+    its head (``records.RunHead``), or executed now, its whole record."""
 
-    record: RunRecord
+    record: RunFacts
     cached: bool
 
 
@@ -343,6 +344,7 @@ class Runs:
         item.looked_up = None
         cached = record is not None
         if record is None:
+            assert ctx is not None  # a run to make has its context (``look_up_many``)
             stop = self._budget_stop(store)
             if stop is not None:
                 return stop
@@ -365,20 +367,32 @@ class Runs:
         except Exception:  # noqa: BLE001 - the item's own error is the one to report
             pass
 
-    def look_up(self, item: OneRun) -> tuple[RunContext, str, RunRecord | None]:
-        """The run's context, its key and its record in the cache (None: it must run)."""
+    def look_up(self, item: OneRun) -> tuple[RunContext | None, str, RunFacts | None]:
+        """The run's key and its head in the cache, or its context and None: it must run."""
         return self.look_up_many([item])[0]
 
-    def look_up_many(self, items: Sequence[OneRun]) -> list[tuple[RunContext, str, RunRecord | None]]:
-        """:meth:`look_up` of each item, with one store query for them all."""
-        found = [(ctx, run_key(ctx)) for ctx in map(self.court.run_context, items)]
-        records = {} if self.settings.fresh else self.court.store().cached_runs([key for _, key in found])
-        out: list[tuple[RunContext, str, RunRecord | None]] = []
-        for ctx, key in found:
-            record = records.get(key)
-            if record is not None and not still_valid(record, reach_of(ctx)):
-                record = None  # a skill within its reach has changed since
-            out.append((ctx, key, record))
+    def look_up_many(self, items: Sequence[OneRun]) -> list[tuple[RunContext | None, str, RunFacts | None]]:
+        """:meth:`look_up` of each item, with one store query for them all.  The runs of one
+        suite, arm and model share everything but their task and rep: one context, key
+        template (``cache.RunKeys``) and reach digest serve them all; a run's own context
+        is made only when it must run."""
+        shared: dict[tuple[int, str, str], tuple[RunKeys, str]] = {}
+        keys = []
+        for item in items:
+            run = item.run
+            group = (id(item.suite), run.arm, run.model)
+            found = shared.get(group)
+            if found is None:
+                ctx = self.court.run_context(item)
+                found = shared[group] = (RunKeys(ctx), reach_of(ctx))
+            keys.append(found[0].key(item.task.id, item.task.content_hash(item.suite.setup), run.rep))
+        heads = {} if self.settings.fresh else self.court.store().cached_heads(keys)
+        out: list[tuple[RunContext | None, str, RunFacts | None]] = []
+        for item, key in zip(items, keys):
+            head = heads.get(key)
+            if head is not None and not still_valid(head, shared[(id(item.suite), item.run.arm, item.run.model)][1]):
+                head = None  # a skill within its reach has changed since
+            out.append((None, key, head) if head is not None else (self.court.run_context(item), key, None))
         return out
 
     def served(self, item: RunItem | RunsItem) -> bool:
@@ -493,8 +507,8 @@ class Runs:
         # before this one: what is not recorded now never will be.
         alone = self.ahead is None and self.court.role.workers <= 1
         while True:
-            runs = [tr.record for tr in store.trial_runs(trial, suite=run.suite_rel, model=run.model)
-                    if tr.record.task_id in before]
+            runs = [th.head for th in store.trial_heads(trial, suite=run.suite_rel, model=run.model)
+                    if th.head.task_id in before]
             have = {(r.task_id, r.arm, r.rep) for r in runs}
             if needed <= have or alone or needed <= have | store.ended_runs(trial, suite=run.suite_rel,
                                                                            model=run.model):

@@ -238,18 +238,18 @@ Court.run_context = boom
     assert "INTERNALERROR" not in broken.stdout.str() + broken.stderr.str()
 
 
-#: Writes the number of keys of every ``Store.cached_runs`` query to lookups.txt.
+#: Writes the number of keys of every ``Store.cached_heads`` query to lookups.txt.
 COUNT_LOOKUPS = '''
 import pytest_skillcourt.core.store as store
 
-_cached_runs = store.Store.cached_runs
+_cached_heads = store.Store.cached_heads
 
 def counted(self, keys):
     with open("lookups.txt", "a") as f:
         f.write(f"{len(keys)}\\n")
-    return _cached_runs(self, keys)
+    return _cached_heads(self, keys)
 
-store.Store.cached_runs = counted
+store.Store.cached_heads = counted
 '''
 
 

@@ -165,3 +165,43 @@ def test_what_does_not_replay_a_run(part: str, tmp_path: Path) -> None:
         (moved / "data.csv").write_bytes((ctx.task.fixtures / "data.csv").read_bytes())
         other = with_task(ctx, fixtures=moved)
     assert run_key(other) == key
+
+
+def whole_dict_key(ctx: RunContext) -> str:
+    """The run key as it was first written: a JSON dump of every part at once.  Stores
+    filled before ``cache.RunKeys`` keep their runs only while the keys stay these bytes."""
+    import hashlib
+    import json
+
+    from pytest_skillcourt.agent.prompt import template_hash
+    from pytest_skillcourt.agent.runner import get_runner
+
+    s = ctx.settings
+    runner = get_runner(s.agent.value)
+    parts = {"suite": ctx.suite_rel, "task_id": ctx.task.id, "task": ctx.task.content_hash(ctx.suite.setup),
+             "arm": ctx.arm, "skill": ctx.suite.skill,
+             "visible": ctx.library.view_index.digest_without(ctx.hidden), "model": ctx.model.label,
+             "base_url": ctx.model.base_url, "runner": f"{runner.name}/{runner.version}",
+             "template": template_hash(), "image": ctx.image_id, "backend": ctx.backend, "rep": ctx.rep,
+             "limits": [ctx.timeout, s.max_iterations, s.memory_mb, s.pids, s.cpus]}
+    if s.agent_preset is not None:
+        parts["preset"] = s.agent_preset.identity(s.rootdir)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("variant", ["as made", "rep 12, without arm", "names beyond ASCII", "quotes in names"])
+def test_keys_from_the_template_are_the_whole_dicts_bytes(variant: str, tmp_path: Path) -> None:
+    from pytest_skillcourt.engine.cache import RunKeys
+
+    ctx = make_ctx(tmp_path)
+    if variant == "rep 12, without arm":
+        ctx = dataclasses.replace(ctx, rep=12, arm="without")
+    elif variant == "names beyond ASCII":
+        ctx = with_task(dataclasses.replace(ctx, suite_rel="skills_tests/café-naïve.yaml"), id="tâche-ü")
+    elif variant == "quotes in names":
+        ctx = with_model(with_task(ctx, id='t"1\\'), label='custom/"m"')
+    assert run_key(ctx) == whole_dict_key(ctx)
+    keys = RunKeys(ctx)  # one template, then each run's own parts
+    for rep in (1, 2, 30):
+        other = dataclasses.replace(ctx, rep=rep)
+        assert keys.key(other.task.id, other.task.content_hash(other.suite.setup), rep) == whole_dict_key(other)

@@ -3,6 +3,7 @@ crash safety, with real processes, are in ``tests/integration/test_store.py``)."
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from tests.support.builders import run_record
 def test_fresh_store_is_wal_at_current_version(tmp_path: Path) -> None:
     store = Store(tmp_path / "deep" / "court.db")
     db = sqlite3.connect(tmp_path / "deep" / "court.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
 
@@ -36,7 +37,7 @@ def test_v1_store_migrates_forward_and_keeps_its_rows(tmp_path: Path) -> None:
     store.start_trial("new", rootdir="/r", argv=["--skill-court"], skills_dir="/r/lib")
     assert (store.trial_info("new") or {})["skills_dir"] == "/r/lib"
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
 
 
 def test_v6_store_loses_the_index_of_marks_by_run_and_prune_still_finds_unused_runs(tmp_path: Path) -> None:
@@ -115,6 +116,65 @@ def test_many_keys_are_looked_up_at_once_newest_first(tmp_path: Path) -> None:
         k: r.run_id for k in keys if (r := store.cached_run(k)) is not None}
     assert store.cached_runs([]) == {}
     store.close()
+
+
+def test_heads_are_what_the_whole_records_say_newest_first(tmp_path: Path) -> None:
+    """``cached_heads`` finds what ``cached_runs`` finds, as heads; ``trial_heads`` gives a
+    trial's runs as ``trial_runs`` does, heads in place of records."""
+    store = Store(tmp_path / "court.db")
+    store.record_run(run_record("old", "k0", outcome=False), trial="t1", cached=False)
+    time.sleep(1.1)  # created_at has one-second resolution; the newest must win
+    records = [dataclasses.replace(run_record(f"r{i}", f"k{i}", task=f"t{i}", tokens=i), reach=f"sha256:{i}",
+                                   answer="x" * 1000, transcript=[{"role": "assistant", "content": "é"}],
+                                   error="boom" if i % 3 else None, check_exit=i % 2, duration_s=i / 10)
+               for i in range(600)]
+    store.record_runs(records, trial="t2")
+    store.record_run(run_record("none", "k-none", status=NO_ANSWER, outcome=None), trial="t1", cached=False)
+    keys = [f"k{i}" for i in range(600)] + ["k-none", "missing"]
+    heads = store.cached_heads(keys)
+    assert heads == {k: r.head() for k, r in store.cached_runs(keys).items()}
+    assert heads["k0"].run_id == "r0" and heads["k7"] == records[7].head() and len(heads) == 600
+    store.record_run(records[0], trial="t3", cached=True)
+    assert [(th.head, th.cached) for th in store.trial_heads("t2")] == [
+        (tr.record.head(), tr.cached) for tr in store.trial_runs("t2")]
+    assert [th.head.run_id for th in store.trial_heads("t3")] == ["r0"]
+    other = Store(tmp_path / "court.db")  # a connection that has read no head yet
+    assert other.trial_heads("t2") == store.trial_heads("t2")
+    assert other.trial_heads_by_target("t2") == {("skills_tests/s.yaml", "custom/m"): store.trial_heads("t2")}
+    store.close()
+    other.close()
+
+
+def test_a_v8_store_gets_the_heads_of_its_runs_and_a_row_without_one_reads_its_record(tmp_path: Path) -> None:
+    """Migration 9 fills ``runs.head`` for the runs already stored; a row that still has none
+    (or one of another layout) is served from its whole record, never missed."""
+    path = tmp_path / "court.db"
+    db = sqlite3.connect(path)
+    for script in MIGRATIONS[:8]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 8")
+    record = dataclasses.replace(run_record("r1", "k1"), reach="sha256:r")
+    db.execute("INSERT INTO runs(run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, status, "
+               "outcome, cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data) "
+               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+               ("r1", "k1", "t1", "s", "skills_tests/s.yaml", "a", "with", 1, "custom/m", "answered", 1, 0.01, 1,
+                100, 0, 1, "2026-01-01T00:00:00Z", record.to_json()))
+    db.execute("INSERT INTO trial_runs VALUES ('t1', 'r1', 's', 'custom/m', 'skills_tests/s.yaml', 'a', 'with', 1, 0)")
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert sqlite3.connect(path).execute("SELECT head FROM runs").fetchone()[0] == record.head().to_text()
+    assert store.cached_heads(["k1"]) == {"k1": record.head()}
+    store.close()
+    for head in (None, '[0, "another layout"]'):
+        db = sqlite3.connect(path)
+        db.execute("UPDATE runs SET head = ?", (head,))
+        db.commit()
+        db.close()
+        store = Store(path)
+        assert store.cached_heads(["k1"]) == {"k1": record.head()}
+        assert [th.head for th in store.trial_heads("t1")] == [record.head()]
+        store.close()
 
 
 def test_many_verdicts_are_written_at_once_in_their_order(tmp_path: Path) -> None:
