@@ -305,16 +305,31 @@ def decided(store: Store, evidence: Sequence[PairOutcome], early: Sequence[str] 
     nothing again, and needs no numpy), else decided now and added to ``fresh`` for the
     store."""
     key = verdict_key(evidence, early)
+    if key is not None and key in _SEEN:  # the same evidence and rule, earlier this session
+        return _SEEN[key]
     found = store.decided(key) if key is not None else None
     if found is not None:
         try:
-            return Verdict.from_dict(found)
+            verdict = Verdict.from_dict(found)
         except (ValueError, TypeError, KeyError):  # a row this version cannot read: decide again
-            pass
-    verdict = decide(evidence, early_stop_tasks=early)
+            found = None
+    if found is None:
+        verdict = decide(evidence, early_stop_tasks=early)
+        if key is not None:
+            fresh.append((key, verdict.to_dict()))
     if key is not None:
-        fresh.append((key, verdict.to_dict()))
+        if len(_SEEN) >= SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[key] = verdict
     return verdict
+
+
+#: Verdicts by their evidence's key (``cache.verdict_key``), as this process decided or read
+#: them: a library's skills often end alike (every task passed in both arms), and the
+#: verdict is a pure function of the key, so each is read or decided once.  Bounded: a
+#: process that decides without end (the Hermes face) forgets them now and then.
+_SEEN: dict[str, Verdict] = {}
+SEEN_MAX = 10_000
 
 
 def decide_target(court: Court, target: Target, used: Sequence[TrialHead], judged: Judged,

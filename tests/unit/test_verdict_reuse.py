@@ -81,6 +81,7 @@ def test_the_store_serves_what_was_decided_and_decides_what_it_cannot_read(
     store = Store(tmp_path / "court.db")
     pairs = evidence(3, tasks=6)
     fresh: list[tuple[str, dict]] = []
+    monkeypatch.setattr(controller, "_SEEN", {})  # each phase below as a new process: nothing seen
     first = decided(store, pairs, None, fresh)
     assert first == decide(pairs) and [k for k, _ in fresh] == [verdict_key(pairs, None)]
     store.record_decided(fresh)
@@ -90,6 +91,7 @@ def test_the_store_serves_what_was_decided_and_decides_what_it_cannot_read(
 
     with monkeypatch.context() as m:
         m.setattr(controller, "decide", no_deciding)
+        m.setattr(controller, "_SEEN", {})
         again: list[tuple[str, dict]] = []
         assert decided(store, list(reversed(pairs)), None, again) == first and again == []
         with pytest.raises(AssertionError, match="decided again"):  # other evidence is decided
@@ -97,6 +99,7 @@ def test_the_store_serves_what_was_decided_and_decides_what_it_cannot_read(
 
     key = verdict_key(pairs, None)
     store.record_decided([(key, {"kind": "HELPS"})])  # a row this version cannot read
+    monkeypatch.setattr(controller, "_SEEN", {})
     redo: list[tuple[str, dict]] = []
     assert decided(store, pairs, None, redo) == first and [k for k, _ in redo] == [key]
     store.close()
