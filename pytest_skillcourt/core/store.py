@@ -467,11 +467,13 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             rows = self._db.execute(
                 f"SELECT cache_key, run_id, head FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
                 "ORDER BY created_at DESC, rowid DESC", chunk)
-            headless: dict[str, str] = {}
+            newest: dict[str, tuple[str, str | None]] = {}
             for key, run_id, text in rows:
-                if key in out or key in headless:  # not the newest of its key
-                    continue
-                head = self._head(text)
+                if key not in newest:  # the newest of its key
+                    newest[key] = (run_id, text)
+            headless: dict[str, str] = {}
+            heads = self._heads_of([text for _, text in newest.values()])
+            for (key, (run_id, _)), head in zip(newest.items(), heads):
                 if head is None:
                     headless[key] = run_id
                 else:
@@ -481,17 +483,15 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
                 out.update((key, records[run_id].head()) for key, run_id in headless.items() if run_id in records)
         return out
 
-    def _head(self, text: str | None) -> RunHead | None:
-        """A run's head from its ``head`` column; None when it has none this version reads
-        (written before heads were kept): then its record is read.
+    def _heads_of(self, texts: list[str | None]) -> list[RunHead | None]:
+        """Runs' heads from their ``head`` column; None for one that has none this version
+        reads (written before heads were kept): then its record is read.
 
         Raises:
-            StoreError: the text does not decode (a damaged page's bytes).
+            StoreError: a text does not decode (a damaged page's bytes).
         """
-        if text is None:
-            return None
         try:
-            return RunHead.from_text(text)
+            return RunHead.from_texts(texts)
         except (ValueError, TypeError) as err:
             raise damaged(self.path, f"a stored run's head does not decode: {err}") from err
 
@@ -594,14 +594,13 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
         if any(run_id not in known for run_id, _ in marks):  # read the heads this connection has not
             rows = self._db.execute(f"SELECT r.run_id, r.head FROM trial_runs t JOIN runs r ON r.run_id = t.run_id "
                                     f"WHERE {where}", params)
+            unknown = [(run_id, text) for run_id, text in rows if run_id not in known]
             headless = []
-            for run_id, text in rows:
-                if run_id not in known:
-                    head = self._head(text)
-                    if head is None:
-                        headless.append(run_id)
-                    else:
-                        known[run_id] = head
+            for (run_id, _), head in zip(unknown, self._heads_of([text for _, text in unknown])):
+                if head is None:
+                    headless.append(run_id)
+                else:
+                    known[run_id] = head
             for run_id, record in self.runs_by_id(headless).items():
                 known[run_id] = record.head()
         return [TrialHead(known[run_id], bool(cached)) for run_id, cached in marks if run_id in known]

@@ -48,63 +48,99 @@ def run_key(ctx: RunContext) -> str:
     return RunKeys(ctx).key(ctx.task.id, ctx.task.content_hash(ctx.suite.setup), ctx.rep)
 
 
-#: Stand-ins for a run's own parts in :class:`RunKeys`' template (no skill, model or path
-#: holds them: a new random text per process).
-_OWN = {name: f"{name}-{os.urandom(16).hex()}" for name in ("task_id", "task", "rep")}
+#: Stand-ins for the parts of a run key that are not the session's (a suite's, an arm's, a
+#: run's own) in :class:`RunKeys`' templates: no skill, model or path holds them, a new
+#: random text per process.
+_PLACES = {name: f"{name}-{os.urandom(16).hex()}"
+           for name in ("suite", "task_id", "task", "arm", "skill", "visible", "image", "rep", "limits")}
+#: ... of which a run's own: its task and rep.
+_RUN_OWN = ("task_id", "task", "rep")
 
 
 class RunKeys:
     """:func:`run_key` of the runs that share a suite, an arm and a model, which differ
-    only in their task and rep: everything else is written once, into a template of the
-    key's text, and each run fills in its own three parts.  A cached session of 2,000
-    skills keys 24,000 runs; a JSON dump of the whole dict for each was a tenth of its time.
+    only in their task and rep.  The key's text is written in two steps: the session's
+    parts (model, endpoint, runner, prompt template, backend, preset) into a template
+    once per session (:data:`_TEMPLATES`), then a suite's and an arm's parts into a
+    template of this group's text, and each run fills in its own three.  A cached
+    session of 2,000 skills keys 24,000 runs in 4,000 groups; a JSON dump of the whole
+    dict for each run was a tenth of its time.
 
-    The one place a run key is made: :func:`run_key` is this with one run.
+    The one place a run key is made: :func:`run_key` is this with one run.  Its text is
+    the JSON dump of the whole dict, byte for byte (``tests/unit/test_run_identity.py``).
     """
 
-    __slots__ = ("_pieces",)
+    __slots__ = ("_pieces", "_prefix")
 
     def __init__(self, ctx: RunContext) -> None:
         s = ctx.settings
         runner = get_runner(s.agent.value)
-        parts: dict[str, Any] = {
-            # where the run belongs: two tasks of equal content are two runs, each
-            # with its own record (in one suite, or a hand and a mined suite of a skill)
-            "suite": ctx.suite_rel,
-            "task_id": _OWN["task_id"],
-            "task": _OWN["task"],
-            "arm": ctx.arm,
-            "skill": ctx.suite.skill,
-            # the visible skills' names, categories and descriptions, as one digest
-            # (``skills.bucket_digest``): the library's, less the hidden skills' entries
-            "visible": ctx.library.view_index.digest_without(ctx.hidden),
+        shared: dict[str, Any] = {
             "model": ctx.model.label,
             "base_url": ctx.model.base_url,
             "runner": f"{runner.name}/{runner.version}",
             "template": template_hash(),
-            "image": ctx.image_id,
             "backend": ctx.backend,
-            "rep": _OWN["rep"],
-            "limits": [ctx.timeout, s.max_iterations, s.memory_mb, s.pids, s.cpus],
         }
         if s.agent_preset is not None:  # the command runner's agent: its preset and executable
-            parts["preset"] = s.agent_preset.identity(s.rootdir)
-        text = json.dumps(parts, sort_keys=True)
-        # the text around each own part, in the order the sorted keys put them
-        spots = sorted((text.index(json.dumps(mark)), name) for name, mark in _OWN.items())
+            shared["preset"] = s.agent_preset.identity(s.rootdir)
+        # where the run belongs: two tasks of equal content are two runs, each with its own
+        # record (in one suite, or a hand and a mined suite of a skill); the visible
+        # skills' names, categories and descriptions as one digest (``skills.bucket_digest``):
+        # the library's, less the hidden skills' entries
+        group = {
+            "suite": ctx.suite_rel, "arm": ctx.arm, "skill": ctx.suite.skill,
+            "visible": ctx.library.view_index.digest_without(ctx.hidden), "image": ctx.image_id,
+            "limits": [ctx.timeout, s.max_iterations, s.memory_mb, s.pids, s.cpus],
+        }
+        template = _template(shared)
+        pieces = [template[0]]
+        for index in range(1, len(template), 2):
+            name, text = template[index], template[index + 1]
+            if name in _RUN_OWN:
+                pieces += [name, text]
+            else:
+                pieces[-1] += json.dumps(group[name]) + text
+        self._pieces = tuple(pieces)  # text, own part, text, own part, text, own part, text
+        self._prefix = hashlib.sha256(pieces[0].encode())  # hashed once, copied for each run
+
+    def key(self, task_id: str, task_hash: str, rep: int) -> str:
+        """The run key of this suite's task ``task_id`` (its ``Task.content_hash``) at ``rep``."""
+        # what ``json.dumps`` writes for each (a str: this very function; an int: its digits)
+        own = {"task_id": _json_str(task_id), "task": _json_str(task_hash),
+               "rep": str(rep) if type(rep) is int else json.dumps(rep)}
+        p = self._pieces
+        digest = self._prefix.copy()
+        digest.update((own[p[1]] + p[2] + own[p[3]] + p[4] + own[p[5]] + p[6]).encode())
+        return digest.hexdigest()
+
+
+#: The session's templates of run key texts, by their parts' JSON (:func:`_template`).
+_TEMPLATES: dict[str, tuple[str, ...]] = {}
+
+
+def _template(shared: dict[str, Any]) -> tuple[str, ...]:
+    """The text of a run key with the session's parts ``shared`` in place and every other
+    part's place marked: text, place name, text, ..., text (in the sorted keys' order)."""
+    known = json.dumps(shared, sort_keys=True)
+    found = _TEMPLATES.get(known)
+    if found is None:
+        text = json.dumps({**shared, **_PLACES}, sort_keys=True)
+        spots = sorted((text.index(json.dumps(mark)), name) for name, mark in _PLACES.items())
         pieces: list[str] = []
         at = 0
         for index, name in spots:
             pieces += [text[at:index], name]
-            at = index + len(json.dumps(_OWN[name]))
+            at = index + len(json.dumps(_PLACES[name]))
         pieces.append(text[at:])
-        self._pieces = tuple(pieces)
+        if len(_TEMPLATES) >= 64:  # a long-lived process (the Hermes face) meets a few models
+            _TEMPLATES.clear()
+        found = _TEMPLATES[known] = tuple(pieces)
+    return found
 
-    def key(self, task_id: str, task_hash: str, rep: int) -> str:
-        """The run key of this suite's task ``task_id`` (its ``Task.content_hash``) at ``rep``."""
-        own = {"task_id": json.dumps(task_id), "task": json.dumps(task_hash), "rep": json.dumps(rep)}
-        text = "".join([own[p] if i % 2 else p for i, p in enumerate(self._pieces)])
-        return hashlib.sha256(text.encode()).hexdigest()
+
+#: How ``json.dumps`` writes a str (its default ``ensure_ascii``): :meth:`RunKeys.key`.
+_json_str = json.encoder.encode_basestring_ascii
 
 
 def reach_digest(reach: Mapping[str, str]) -> str:

@@ -158,6 +158,8 @@ def judge_pending(court: Court, runs_by_target: Mapping[str, Sequence[RunFacts]]
     asks: dict[str, list[tuple[str, str, RunFacts, RunFacts]]] = {}  # judge -> (key, prompt, runs)
     meta: dict[str, tuple[str, RunFacts, RunFacts]] = {}
     for nodeid, runs in runs_by_target.items():
+        if not any(r.needs_judge for r in runs):  # every pair has its check's outcome
+            continue
         target = court.targets[nodeid]
         prompts: dict[str, str] | None = None  # the suite is read only for a pair the judge needs
         judge_label = s.judge_model or target.model

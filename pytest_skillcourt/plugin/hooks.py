@@ -25,6 +25,8 @@ from pytest_skillcourt.plugin.selection import arrange, give_verdicts_their_runs
 
 #: The report attribute a run item's (or a ``runs[MODEL]`` item's) summary rides on.
 SUMMARY = "skill_court_run"
+#: The item attribute that keeps its summary's properties (``item_properties``), for its reports.
+PROPERTIES = "_skill_court_properties"
 
 
 class Terminated(KeyboardInterrupt):
@@ -196,7 +198,11 @@ class ItemHooks:
         summary = getattr(item, SUMMARY, None)
         if summary is not None and call.when != "setup":
             setattr(report, SUMMARY, summary)
-            report.user_properties = [*item_properties(summary), *report.user_properties]
+            made = getattr(item, PROPERTIES, None)  # the call's and the teardown's: made once
+            if made is None or made[0] is not summary:
+                made = (summary, item_properties(summary))
+                setattr(item, PROPERTIES, made)
+            report.user_properties = [*made[1], *report.user_properties]
         if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
             task = item.task if isinstance(item, RunItem) else item.runs[0].task
             line = task.line if task.line else 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import pytest
 
@@ -38,6 +38,9 @@ from pytest_skillcourt.stats.verdict import Stop, sequential_path
 POLL_S = 0.25
 #: A served run item asks the store for the records of at most this many next run items too.
 LOOK_AHEAD = 64
+#: ... and a served runs item (``--skill-court-items skill``) for the runs of this many next
+#: runs items: about one query of the store's 500 keys.
+BATCH_LOOK_AHEAD = 40
 #: The order a ``runs[MODEL]`` item counts its runs' outcomes in (``outcomes``: "8 success, 4 skipped").
 BATCH_OUTCOMES = ("success", "failure", "pending-judge", "none", "skipped", "error")
 
@@ -84,7 +87,11 @@ class RunSummary:
     def with_record(self, record: RunFacts, cached: bool) -> RunSummary:
         """The summary of the run ``record`` (its head, when reused from the cache:
         ``cached``): its skip (no outcome) or failure (a harness error) included."""
-        run = self.run
+        return RunSummary.of_record(self.run, self.name, record, cached, early_stop=self.early_stop)
+
+    @staticmethod
+    def of_record(run: RunId, name: str, record: RunFacts, cached: bool, *, early_stop: bool = False) -> RunSummary:
+        """:meth:`with_record` of the summary of ``run`` named ``name``, made at once."""
         error = skip = None
         if record.status == HARNESS_ERROR:
             error = f"{run.skill} / {run.task_id} [{run.arm}]: {record.error}"
@@ -96,12 +103,12 @@ class RunSummary:
         # every field named, not ``dataclasses.replace`` (which looks each one up again): a
         # cached session makes one of these per run, 24,000 for 2,000 skills
         return RunSummary(
-            run=run, name=self.name, run_id=record.run_id, status=record.status,
+            run=run, name=name, run_id=record.run_id, status=record.status,
             outcome=("pending-judge" if record.needs_judge else "none" if record.outcome is None else
                      "success" if record.outcome else "failure"),
             input_tokens=record.input_tokens, output_tokens=record.output_tokens, tokens=record.tokens,
             cost_usd=record.cost_usd, skill_loaded=record.skill_loaded, cached=cached,
-            duration_s=record.duration_s, check_exit=record.check_exit, early_stop=self.early_stop,
+            duration_s=record.duration_s, check_exit=record.check_exit, early_stop=early_stop,
             skip_reason=skip, error=error)
 
     def tally(self) -> tuple[int, int, int, float]:
@@ -197,10 +204,10 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
 # -- getting one run ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Got:
+class Got(NamedTuple):
     """A run recorded in the store for this trial: reused from the cache (``cached``), as
-    its head (``records.RunHead``), or executed now, its whole record."""
+    its head (``records.RunHead``), or executed now, its whole record.  A named tuple: a
+    cached session makes one per run."""
 
     record: RunFacts
     cached: bool
@@ -216,9 +223,10 @@ class NotRun:
 
 @dataclasses.dataclass
 class RunGroup:
-    """The run items of one suite, model and early-stop phase, in run order (``served``)."""
+    """The run items of one suite, model and early-stop phase, in run order; or every runs
+    item of the session, in run order (``served``)."""
 
-    items: list[RunItem] = dataclasses.field(default_factory=list)
+    items: list[RunItem | RunsItem] = dataclasses.field(default_factory=list)
     #: whether the last of them asked for was served; if not, the next ones ask only for
     #: themselves (a session that runs them would ask for the rest over and over)
     served: bool = True
@@ -236,9 +244,10 @@ class Runs:
         self.orders: dict[tuple[str, str], tuple[str, ...]] = {}
         #: (suite, model) -> why it can never reach a verdict (``stats.verdict.unreachable``)
         self.undecidable: dict[tuple[str, str], str] = {}
-        #: run item -> the group of its (suite, model, phase) and its place in it: the store is
-        #: asked for the next ones' records with its own (``served``)
-        self.after: dict[RunItem, tuple[RunGroup, int]] = {}
+        #: run item -> the group of its (suite, model, phase) and its place in it (a runs item:
+        #: the group of every runs item): the store is asked for the next ones' records with
+        #: its own (``served``)
+        self.after: dict[RunItem | RunsItem, tuple[RunGroup, int]] = {}
         #: (suite, model) -> where the sequential rule stopped, once the tasks before it are
         #: final, and the place in the order of the last task it used
         self._stops: dict[tuple[str, str], tuple[Stop, int]] = {}
@@ -310,11 +319,10 @@ class Runs:
     def run_one(self, item: OneRun) -> RunSummary:
         """The summary of ``item``'s run, had now or by a thread ahead: a skip or a harness
         error is in it, not raised."""
-        summary = RunSummary(item.run, item.name)
         got = self.ahead.result(item) if self.ahead is not None and self.ahead.has(item) else self.obtain(item)
         if isinstance(got, NotRun):
-            return dataclasses.replace(summary, early_stop=got.early_stop, skip_reason=got.reason)
-        return summary.with_record(got.record, got.cached)
+            return RunSummary(item.run, item.name, early_stop=got.early_stop, skip_reason=got.reason)
+        return RunSummary.of_record(item.run, item.name, got.record, got.cached)
 
     # -- getting the run -------------------------------------------------------------------------
 
@@ -405,9 +413,11 @@ class Runs:
             return all(isinstance(d, Got) and d.cached for d in done)
         ask = [run for run in runs if run.looked_up is None]
         mine = len(ask)
-        group, at = self.after.get(item, (None, 0)) if isinstance(item, RunItem) else (None, 0)
+        group, at = self.after.get(item, (None, 0))
         if ask and group is not None and group.served:  # and the next runs of its group, in the same query
-            ask += [other for other in group.items[at + 1:at + 1 + LOOK_AHEAD] if other.looked_up is None]
+            ahead = group.items[at + 1:at + 1 + (LOOK_AHEAD if isinstance(item, RunItem) else BATCH_LOOK_AHEAD)]
+            ask += [run for other in ahead for run in (other.runs if isinstance(other, RunsItem) else (other,))
+                    if run.looked_up is None]
         try:
             found = self.look_up_many(ask) if ask else []
         except Exception:  # noqa: BLE001 - raised again in runtest: the full protocol reports it as the item's

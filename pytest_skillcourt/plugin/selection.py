@@ -135,8 +135,12 @@ def arrange(court: Court, runs: Runs, config: pytest.Config, items: list[pytest.
     queue = [(i, it) for i, it in enumerate(keep) if not isinstance(it, VerdictItem)]
     items[:] = [it for _, it in sorted(queue, key=position)]
     groups: dict[tuple[str, str, int], RunGroup] = {}
+    batches = RunGroup()  # every runs item: a served one asks for the next ones' runs too
     for item in items:
         if isinstance(item, RunItem):
             group = groups.setdefault((item.run.suite_rel, item.run.model, phase(item)), RunGroup())
             runs.after[item] = (group, len(group.items))
             group.items.append(item)
+        elif isinstance(item, RunsItem):
+            runs.after[item] = (batches, len(batches.items))
+            batches.items.append(item)

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import sys
 import textwrap
+from functools import lru_cache
 from typing import Any, Sequence
 
 from pytest_skillcourt.core.printable import plain
@@ -154,6 +155,12 @@ def prose(text: str, width: int | None, indent: str = "") -> list[str]:
     columns further in; control characters are removed (``printable``).  A word is
     never broken: one wider than the line (a long path) gets a line of its own, whole,
     so that it can still be copied."""
+    return list(_prose(text, width, indent))
+
+
+@lru_cache(maxsize=1024)
+def _prose(text: str, width: int | None, indent: str) -> tuple[str, ...]:
+    """:func:`prose`, kept: the verdicts of a large library repeat a few hints thousands of times."""
     out: list[str] = []
     for raw in plain(text, keep_newlines=True).split("\n"):
         line = indent + raw
@@ -165,7 +172,7 @@ def prose(text: str, width: int | None, indent: str = "") -> list[str]:
         out += textwrap.wrap(raw.strip(" "), width=width, initial_indent=first,
                              subsequent_indent=first + "  ", break_long_words=False,
                              break_on_hyphens=False) or [first.rstrip()]
-    return out
+    return tuple(out)
 
 
 

@@ -189,7 +189,8 @@ def whole_dict_key(ctx: RunContext) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("variant", ["as made", "rep 12, without arm", "names beyond ASCII", "quotes in names"])
+@pytest.mark.parametrize("variant", ["as made", "rep 12, without arm", "names beyond ASCII", "quotes in names",
+                                     "no image id, a suite timeout", "another model and endpoint"])
 def test_keys_from_the_template_are_the_whole_dicts_bytes(variant: str, tmp_path: Path) -> None:
     from pytest_skillcourt.engine.cache import RunKeys
 
@@ -200,6 +201,11 @@ def test_keys_from_the_template_are_the_whole_dicts_bytes(variant: str, tmp_path
         ctx = with_task(dataclasses.replace(ctx, suite_rel="skills_tests/café-naïve.yaml"), id="tâche-ü")
     elif variant == "quotes in names":
         ctx = with_model(with_task(ctx, id='t"1\\'), label='custom/"m"')
+    elif variant == "no image id, a suite timeout":
+        ctx = with_suite(dataclasses.replace(ctx, image_id=None), timeout=12.5)
+    elif variant == "another model and endpoint":
+        run_key(ctx)  # the session's template of the first model is made
+        ctx = with_model(ctx, label="custom/other", base_url="http://127.0.0.1:8/v1")
     assert run_key(ctx) == whole_dict_key(ctx)
     keys = RunKeys(ctx)  # one template, then each run's own parts
     for rep in (1, 2, 30):
