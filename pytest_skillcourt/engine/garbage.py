@@ -9,9 +9,13 @@ session (0.25 s while collecting, 0.42 s during the runs, 0.30 s in the two
 
 So, for the session's life only (each setting is given back at unconfigure):
 
-- a full collection waits for :data:`FULL_AFTER` collections of the middle generation,
-  not 10; the young ones, which free nearly all the cycles a run leaves, run as
-  always;
+- while collecting, no full collection at all: what collection makes is kept, and
+  each full collection walked all it had made so far, so their cost grew with the
+  square of the library (3 of them, 1.0 s, in a 10,000-skill cached session's
+  collection; none at 2,000 skills);
+- after it, a full collection waits for :data:`FULL_AFTER` collections of the middle
+  generation, not 10; the young ones, which free nearly all the cycles a run leaves,
+  run as always;
 - a large session (:data:`FREEZE_AT` items or more) moves what collection made out of
   the collector's reach (``gc.freeze``), and, first thing at unconfigure, what its runs
   made; in between it makes no full collection at all, since what its runs keep grows
@@ -27,10 +31,11 @@ import gc
 
 #: Selected court items from which a session freezes what it made (``gc.freeze``).
 FREEZE_AT = 1000
-#: Collections of the middle generation before a full one, during a court session
-#: (Python's default: 10).  A 2,000-skill cached session makes under 130.
+#: Collections of the middle generation before a full one, during a small court session
+#: once collected (Python's default: 10).  A 2,000-skill cached session makes under 130.
 FULL_AFTER = 100
-#: The same, once a large session froze what collection made: never, until unconfigure.
+#: The same while collecting, and once a large session froze what collection made:
+#: never, until unconfigure.
 NO_FULL = 2**30
 
 
@@ -43,21 +48,22 @@ class Collector:
         self.frozen = False
 
     def begin(self) -> None:
-        """Full collections wait longer, until :meth:`restore`."""
+        """No full collection while collecting; then they wait longer, until :meth:`restore`."""
         if self._thresholds is None:
             self._thresholds = gc.get_threshold()
-            young, middle, full = self._thresholds
-            gc.set_threshold(young, middle, max(full, FULL_AFTER))
+            young, middle, _ = self._thresholds
+            gc.set_threshold(young, middle, NO_FULL)
 
     def collected(self, items: int) -> None:
         """Collection is over: from :data:`FREEZE_AT` items, what it made is frozen, and no
-        full collection is made until :meth:`restore`."""
+        full collection is made until :meth:`restore`; below, full collections wait for
+        :data:`FULL_AFTER` middle ones."""
         if items >= FREEZE_AT:
             gc.freeze()
-            self.frozen = True
-            if self._thresholds is not None:  # no full collection until restore()
-                young, middle, _ = gc.get_threshold()
-                gc.set_threshold(young, middle, NO_FULL)
+            self.frozen = True  # and still no full collection until restore()
+        elif self._thresholds is not None:
+            young, middle, full = self._thresholds
+            gc.set_threshold(young, middle, max(full, FULL_AFTER))
 
     def ending(self) -> None:
         """Before pytest's collections at exit: a frozen session freezes what its runs made."""

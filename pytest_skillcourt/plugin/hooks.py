@@ -159,7 +159,7 @@ class ItemHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> None:
-        """The collector's full collections wait longer from here on (``garbage.py``)."""
+        """No full collection of the collector while collecting, and fewer after (``garbage.py``)."""
         self._gc.begin()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

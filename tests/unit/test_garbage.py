@@ -24,11 +24,12 @@ def thresholds() -> Iterator[tuple[int, int, int]]:
             gc.unfreeze()
 
 
-def test_begin_makes_full_collections_wait_and_restore_gives_the_thresholds_back(thresholds) -> None:
+def test_begin_makes_no_full_collection_while_collecting_and_restore_gives_the_thresholds_back(
+        thresholds) -> None:
     gc.set_threshold(700, 10, 10)
     c = Collector()
     c.begin()
-    assert gc.get_threshold() == (700, 10, garbage.FULL_AFTER)
+    assert gc.get_threshold() == (700, 10, garbage.NO_FULL)  # what collection makes is kept
     c.begin()  # a second begin keeps the first one's thresholds to give back
     c.restore()
     assert gc.get_threshold() == (700, 10, 10)
@@ -36,10 +37,11 @@ def test_begin_makes_full_collections_wait_and_restore_gives_the_thresholds_back
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_begin_never_lowers_a_threshold_set_higher(thresholds) -> None:
+def test_a_small_session_never_lowers_a_threshold_set_higher(thresholds) -> None:
     gc.set_threshold(500, 20, garbage.FULL_AFTER * 3)
     c = Collector()
     c.begin()
+    c.collected(1)
     assert gc.get_threshold() == (500, 20, garbage.FULL_AFTER * 3)
     c.restore()
     assert gc.get_threshold() == (500, 20, garbage.FULL_AFTER * 3)
@@ -75,3 +77,24 @@ def test_a_large_session_makes_no_full_collection_until_restore(thresholds,
     large.ending()
     large.restore()
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_no_full_collection_runs_while_collecting(thresholds) -> None:
+    """A large library's collection keeps what it makes: a full collection there walked
+    all of it, again and again (their cost grew with the square of the library)."""
+    gc.set_threshold(10, 1, 1)  # a full collection at nearly every allocation, untouched
+    full: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    c = Collector()
+    c.begin()
+    gc.callbacks.append(count)
+    try:
+        kept = [[index] for index in range(300_000)]  # what collection makes, kept
+    finally:
+        gc.callbacks.remove(count)
+        c.restore()
+    assert len(kept) == 300_000 and full == []
