@@ -28,6 +28,10 @@ at once; the table's rows say measured, goal, met or no:
   again and again (warm: what the goal takes); beside it, the CLI alone in a
   fresh HOME each time, as each sandbox's /root is (Codex makes its state
   databases at its first start), and the run's ratio to the floor plus that.
+  Beside it, no goal: the same run on an unchecked task (the judge's capture instead
+  of the check), so the check's share shows.  A run's sandboxes are removed after
+  ``execute_run`` returns (``run.wait_for_closes``): each sample waits for that
+  outside its time, so that no sample has another's removal in it.
 - a checked run against the same run unchecked (the judge's file capture instead
   of the check), less the unchecked run's wait for the next whole second
   (``mark_run_start``: what keeps the task's files out of the capture, time the
@@ -169,13 +173,18 @@ class AgentBench:
                           gateway=self._gateways[agent])
 
     def run(self, ctx) -> float:  # type: ignore[no-untyped-def]
-        """Seconds of one run of ``ctx`` (an unchecked run's capture wait taken out)."""
-        from pytest_skillcourt.engine.run import execute_run
+        """Seconds of one run of ``ctx`` (an unchecked run's capture wait taken out).  The
+        removal of its sandboxes, which ``execute_run`` starts and does not wait for, is
+        waited for after (not in the run's time), so that it is not in the next sample's."""
+        from pytest_skillcourt.engine.run import execute_run, wait_for_closes
 
         self.waits.clear()
         mark = time.perf_counter()
         rec = execute_run(ctx, run_id=f"bench-{time.monotonic_ns()}", key="bench")
         took = time.perf_counter() - mark - sum(self.waits)
+        failures = wait_for_closes()
+        if failures:
+            raise RuntimeError(f"bench run's sandboxes were not removed: {failures}")
         want = True if ctx.task.check else None
         if rec.status != "answered" or rec.outcome is not want:
             raise RuntimeError(f"bench run of {ctx.settings.agent.value} on {ctx.backend} went wrong: "
@@ -258,9 +267,9 @@ def run_rows(runs: int, docker_ok: bool, local_ok: bool,
                         n, b, server.base_url, tempfile.mkdtemp(prefix="skillcourt-bench-alone-", dir=alone_base))))
                     ctx = bench.context(name, "docker", check=True)
                     plan.append((f"{name} docker checked", lambda c=ctx: bench.run(c)))
-                if "claude-code" in agents and not agents_only:
-                    ctx = bench.context("claude-code", "docker", check=False)
-                    plan.append(("claude-code docker unchecked", lambda c=ctx: bench.run(c)))
+                    # the same run with the judge's capture instead of the check: the check's share
+                    ctx = bench.context(name, "docker", check=False)
+                    plan.append((f"{name} docker unchecked", lambda c=ctx: bench.run(c)))
             backends = [] if agents_only else (["docker"] if docker_ok else []) + (["local"] if local_ok else [])
             for backend in backends:
                 for check in (True, False):
@@ -290,6 +299,9 @@ def run_rows(runs: int, docker_ok: bool, local_ok: bool,
         fresh = med[f"{name} alone fresh"]
         rows.append((f"{name} alone, fresh HOME (warm: goal's)", f"{fresh * 1000:.0f} ms (warm {alone * 1000:.0f} ms)",
                      f"run = {run / (floor_s + fresh):.2f}x (floor + alone, fresh HOME)", "-"))
+        unchecked = med[f"{name} docker unchecked"]
+        rows.append((f"{name} run, docker, unchecked task", f"{unchecked * 1000:.0f} ms ({unchecked / (floor_s + alone):.2f}x)",
+                     f"checked / unchecked = {run / unchecked:.2f}x (the check's share)", "-"))
     pairs = [(f"builtin {b}", f"built-in agent, {b}") for b in backends]
     if "claude-code" in agents and not agents_only:
         pairs.append(("claude-code docker", "claude-code, docker"))

@@ -9,6 +9,9 @@ same for every runner.
 
 from __future__ import annotations
 
+import atexit
+import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -112,40 +115,90 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
 
 
 class _Teardown:
-    """A run's sandboxes closed side by side: the agent's as soon as the run is done with
-    it (once its ``/workspace`` is copied, on a thread of its own while the check runs in
-    the room), the rest at the end (one on the run's thread, any other beside it).
-    ``finish`` returns when every one is closed: nothing of a run outlives ``execute_run``."""
+    """A run's sandboxes closed side by side, each on a thread of its own (``CLOSES``): the
+    agent's as soon as the run is done with it (once its ``/workspace`` is copied, while the
+    check runs in the room), the rest when the run ends.  ``execute_run`` does not wait for
+    them: its record is had, and a removal is the engine's time, not the run's; the process
+    waits for every one before it exits (``wait_for_closes``)."""
 
     def __init__(self, run_id: str) -> None:
         self._name = f"{ROOM_THREAD}close-{run_id}"
-        self._threads: list[threading.Thread] = []
         self._started: set[int] = set()
-
-    def _new(self, close: Callable[[], None]) -> bool:
-        key = id(getattr(close, "__self__", close))  # a sandbox's close, or a room's
-        if key in self._started:
-            return False
-        self._started.add(key)
-        return True
 
     def soon(self, close: Callable[[], None]) -> None:
         """Start ``close`` (a sandbox's or a room's: never raises) on a thread now."""
-        if self._new(close):
-            thread = threading.Thread(target=close, name=self._name)  # not a daemon: exit waits for it
-            thread.start()
-            self._threads.append(thread)
+        key = id(getattr(close, "__self__", close))  # a sandbox's close, or a room's
+        if key not in self._started:
+            self._started.add(key)
+            CLOSES.start(close, self._name)
 
     def finish(self, closes: list[Callable[[], None]]) -> None:
-        """Close what is not closing yet, the last of them on this thread, and wait for all."""
-        todo = [close for close in closes if self._new(close)]
-        for close in todo[:-1]:
-            self._started.discard(id(getattr(close, "__self__", close)))
+        """Start closing what is not closing yet; no wait."""
+        for close in closes:
             self.soon(close)
-        if todo:
-            todo[-1]()
-        for thread in self._threads:
-            thread.join()
+
+
+class _Closes:
+    """The sandbox closes runs started and did not wait for (``_Teardown``).
+
+    Each runs on a thread that is not a daemon: a session that ends, fails or is stopped
+    (Ctrl-C, SIGTERM) leaves the interpreter waiting for them before it exits, and a Ctrl-C
+    interrupts that wait, not a removal.  A close that could not remove its sandbox (its
+    ``close_failure``) is logged at once and kept: ``wait`` returns it, and at the process's
+    exit each one still kept is said on stderr, with how to remove what is left."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._failures: list[str] = []
+        self._at_exit = False
+
+    def start(self, close: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=self._close, args=(close,), name=name)  # not a daemon
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+            if not self._at_exit:
+                atexit.register(self._say_failures)
+                self._at_exit = True
+        thread.start()
+
+    def _close(self, close: Callable[[], None]) -> None:
+        try:
+            close()
+            failure = getattr(getattr(close, "__self__", None), "close_failure", None)
+        except BaseException as err:  # noqa: BLE001 - a close never raises; said all the same if it did
+            failure = f"closing a sandbox failed: {type(err).__name__}: {err}"
+        if failure:
+            logging.getLogger(__name__).warning("skill court: %s", failure)
+            with self._lock:
+                self._failures.append(failure)
+
+    def wait(self) -> list[str]:
+        """Wait for every close started so far; return (and forget) the failures since the last wait."""
+        while True:
+            with self._lock:
+                pending = [t for t in self._threads if t.is_alive()]
+                if not pending:
+                    self._threads = []
+                    failures, self._failures = self._failures, []
+                    return failures
+            for thread in pending:
+                thread.join()
+
+    def _say_failures(self) -> None:
+        for failure in self.wait():
+            print(f"skill court: {failure}", file=sys.__stderr__ or sys.stderr, flush=True)
+
+
+#: Every run's closes still under way, for :func:`wait_for_closes`.
+CLOSES = _Closes()
+
+
+def wait_for_closes() -> list[str]:
+    """Wait until every sandbox a run has closed is removed; the failures to remove one
+    since the last call (each also logged, and said at exit if never asked for)."""
+    return CLOSES.wait()
 
 
 def place_answer(sandbox: Sandbox, answer: str) -> None:
@@ -172,21 +225,23 @@ def check_room_spec(ctx: RunContext, run_id: str) -> SandboxSpec:
     return SandboxSpec(
         image=ctx.image, memory_mb=s.memory_mb, pids=s.pids, cpus=s.cpus,
         labels={f"{LABEL}.trial": ctx.trial, f"{LABEL}.run": run_id, f"{LABEL}.role": "check"},
-        name_hint=f"{ctx.suite.skill}-{ctx.task.id}-{ctx.arm}-check"[:60],
+        name_hint=f"{ctx.suite.skill}-{ctx.task.id}-{ctx.arm}-check"[:60], inbox=True,
     )
 
 
 def restore_workspace(room: Sandbox, copy: WorkspaceCopy, answer: str) -> None:
-    """Write ``copy`` and the run's ``answer`` into ``room`` (a fresh sandbox) in one
-    write: its folders, its files with their executable bits, the answer at
-    ``ANSWER_PATH`` (nothing of the agent's is in the room to be in its way).
+    """Give ``room`` (a fresh sandbox) ``copy`` and the run's ``answer`` in one write, held
+    for its next exec, the check: its folders, its files with their executable bits, the
+    answer at ``ANSWER_PATH`` (nothing of the agent's is in the room to be in its way).
+    Docker hands them over through the room's inbox (``SandboxSpec.inbox``), unpacked by the
+    check's own exec with the room's ``tar``: no round trip of their own.
 
     Raises:
-        SandboxError: it could not be written.
+        SandboxError: they could not be written (then, or by that exec).
     """
     files = {**copy.files, ANSWER_PATH: answer_bytes(answer)}
     dirs = [d for d in copy.dirs if d != WORKSPACE]
-    room.write_files(files, executable=copy.executable, dirs=dirs)
+    room.write_files_later(files, executable=copy.executable, dirs=dirs)
 
 
 def answer_bytes(answer: str) -> bytes:
@@ -238,6 +293,11 @@ class RoomAhead:
             raise self._error
         assert self._room is not None
         return self._room
+
+    @property
+    def close_failure(self) -> str | None:
+        """Why its room could not be removed (``Sandbox.close_failure``), else None."""
+        return self._room.close_failure if self._room is not None else None
 
     def close(self) -> None:
         with self._lock:

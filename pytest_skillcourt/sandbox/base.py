@@ -69,6 +69,9 @@ GATEWAY_MOUNT = "/run/skill-court"
 #: The folder under which ``SandboxSpec.agent_files`` are mounted.
 AGENT_ROOT = "/opt/skill-court"
 
+#: Where a sandbox made with ``SandboxSpec(inbox=True)`` sees its inbox, read-only.
+INBOX_MOUNT = "/run/skill-court-inbox"
+
 
 class SandboxError(Exception):
     """The sandbox itself broke (could not start, vanished, I/O failed).
@@ -169,6 +172,12 @@ class SandboxSpec:
     #: agent's binary).  Each sandbox path lies under ``AGENT_ROOT``; each
     #: host path is a regular file (symlinks are followed first).
     agent_files: Mapping[str, str] = field(default_factory=dict)
+    #: Where the backend can (Docker on a local engine): mount a fresh, empty host folder
+    #: of this sandbox's own read-only at ``INBOX_MOUNT``, through which
+    #: ``write_files_later`` hands its files to the next exec as an archive written on the
+    #: host (the exec's shell unpacks it first), not through an engine round trip.
+    #: Nothing in the sandbox can write there; it goes with the sandbox.
+    inbox: bool = False
 
 
 #: The longest host path a unix socket may have (``sun_path`` is 108 bytes with its NUL).
@@ -225,6 +234,9 @@ class Sandbox(abc.ABC):
     #: The host folder mounted at ``GATEWAY_MOUNT`` when the spec asked for
     #: one (``SandboxSpec.gateway``), else None.  Removed by ``close``.
     gateway_dir: str | None = None
+    #: Why ``close`` could not remove the sandbox (it never raises), else None: whoever
+    #: closes it on a thread of its own reports it (``engine/run.py``, ``_Closes``).
+    close_failure: str | None = None
 
     @abc.abstractmethod
     def exec(
@@ -278,7 +290,8 @@ class Sandbox(abc.ABC):
         """
         return False
 
-    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
+    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                          dirs: Collection[str] = ()) -> None:
         """``write_files``, which a backend whose every write is a round trip (Docker)
         may hold back and make together with the next ``write_files`` (one archive
         for both), or make before the next ``exec``, ``read_file`` or
@@ -291,7 +304,7 @@ class Sandbox(abc.ABC):
         Raises:
             PathRefused, SandboxError: as ``write_files`` (when written at once).
         """
-        self.write_files(files, executable=executable)
+        self.write_files(files, executable=executable, dirs=dirs)
 
     @abc.abstractmethod
     def read_file(self, path: str, *, limit: int = DEFAULT_BINARY_LIMIT) -> bytes:

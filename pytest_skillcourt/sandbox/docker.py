@@ -5,11 +5,13 @@ The engine is whatever ``DOCKER_HOST`` names (a local socket, ``tcp://``,
 ``ssh://user@host``); the docker SDK is imported only here.
 
 Each sandbox is a container created from the spec's image with:
-``network_mode="none"``; no bind mounts or volumes but the two a spec may ask
+``network_mode="none"``; no bind mounts or volumes but the three a spec may ask
 for (``SandboxSpec.gateway``: a fresh host folder of the sandbox's own at
 ``GATEWAY_MOUNT``, read-write; ``SandboxSpec.agent_files``: single files
-read-only under ``AGENT_ROOT``), which need the engine on this machine
-(:func:`engine_is_local`); the environment the spec
+read-only under ``AGENT_ROOT``; ``SandboxSpec.inbox``: a fresh host folder of its
+own at ``INBOX_MOUNT``, read-only), which need the engine on this machine
+(:func:`engine_is_local`; without it, an inbox is left out and its files go by
+``put_archive``); the environment the spec
 sets (plus ``HOME=/root``), nothing from the host; memory (swap equal, so no
 swap), pids and cpu limits from the spec; ``cap_drop=ALL`` with only the
 capabilities an ordinary root shell needs for files and users added back
@@ -22,7 +24,9 @@ not when made: a ``start_detached`` command asked for before then (the agent's
 forwarder) is put in that folder and started by the container's own process as
 it starts, with no exec of its own, and the files held until then
 (``write_files_later``) are put there as one archive that the exec's own shell
-unpacks before its command (the image's ``tar``): no ``put_archive`` either.
+unpacks before its command (the image's ``tar``): no ``put_archive`` either.  A
+sandbox with an inbox (a check room: started when made) gets the files
+``write_files_later`` holds the same way, through its inbox, at any exec.
 
 One docker client per process (two, really: control calls have a bounded
 timeout, exec streams an unbounded one because a silent command may
@@ -52,6 +56,7 @@ from pytest_skillcourt.sandbox.base import (
     DEFAULT_BINARY_LIMIT,
     DEFAULT_OUTPUT_LIMIT,
     GATEWAY_MOUNT,
+    INBOX_MOUNT,
     LABEL,
     TIMEOUT_EXIT_CODES,
     ExecResult,
@@ -110,8 +115,12 @@ class _Held:
     host: str
     files: Mapping[str, bytes]
     executable: Collection[str]
+    dirs: Collection[str]
     failed_line: str
     no_tar_line: str
+    #: Its path in the container; whether the exec's shell removes it (not in a read-only inbox).
+    inside: str = ""
+    remove: bool = True
 
 
 class _NoTar(Exception):
@@ -339,6 +348,9 @@ class DockerSandbox(Sandbox):
         #: Files queued by ``write_files_later`` (path -> bytes) and which of them are executable.
         self._pending: dict[str, bytes] = {}
         self._pending_exec: set[str] = set()
+        self._pending_dirs: set[str] = set()
+        #: The host folder mounted read-only at ``INBOX_MOUNT`` (``SandboxSpec.inbox``), else None.
+        self.inbox_dir: str | None = None
         #: The kill that ``stop_and_copy_workspace`` left running.
         self._stopping: threading.Thread | None = None
         self.id: str | None = None
@@ -357,6 +369,12 @@ class DockerSandbox(Sandbox):
         if spec.gateway:
             self.gateway_dir = make_gateway_dir()
             mounts.insert(0, {"Type": "bind", "Source": self.gateway_dir, "Target": GATEWAY_MOUNT, "ReadOnly": False})
+        if spec.inbox and engine_is_local():  # elsewhere its files go by put_archive
+            self.inbox_dir = make_gateway_dir()
+            # traversable, not listable: a root the engine maps to another uid still reads
+            # the archive by its random name
+            os.chmod(self.inbox_dir, 0o711)
+            mounts.append({"Type": "bind", "Source": self.inbox_dir, "Target": INBOX_MOUNT, "ReadOnly": True})
         host_config = self._api.create_host_config(
             network_mode="none",
             mem_limit=spec.memory_mb * 1024 * 1024,
@@ -444,8 +462,8 @@ class DockerSandbox(Sandbox):
         # this exec's own shell unpacks them first, with the image's tar; an image without
         # one says so, and the files go the engine's way (put_archive) before the command
         unpack = ["sh", "-c", f'command -v tar >/dev/null 2>&1 || {{ echo "$3" >&2; exit {HELD_FAILED}; }}; '
-                  f'tar -xf "$1" -C / || {{ echo "$2" >&2; exit {HELD_FAILED}; }}; rm -f "$1"; '
-                  'shift 3; exec "$@"', "sh", f"{GATEWAY_MOUNT}/{os.path.basename(handed.host)}",
+                  f'tar -xf "$1" -C / || {{ echo "$2" >&2; exit {HELD_FAILED}; }}; '
+                  + ('rm -f "$1"; ' if handed.remove else '') + 'shift 3; exec "$@"', "sh", handed.inside,
                   handed.failed_line, handed.no_tar_line, *argv]
         try:
             return self._exec(unpack, timeout, env, output_limit, binary, binary_limit, handed)
@@ -455,7 +473,7 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(OSError):
                 os.unlink(handed.host)
         try:
-            self._put(handed.files, handed.executable, ())
+            self._put(handed.files, handed.executable, handed.dirs)
         except PathRefused as exc:
             raise SandboxError(str(exc)) from exc
         return self._exec(argv, timeout, env, output_limit, binary, binary_limit, None)
@@ -557,13 +575,13 @@ class DockerSandbox(Sandbox):
                     dirs: Collection[str] = ()) -> None:
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: write after close")
-        if self._pending:  # one archive for the queued files and these
+        if self._pending or self._pending_dirs:  # one archive for the queued files and these
             queued, queued_exec = self._pending, self._pending_exec
             merged = {**queued, **files}
             merged_exec = (queued_exec - set(files)) | {p for p in files if p in executable}
             try:
-                self._put(merged, merged_exec, dirs)
-                self._pending, self._pending_exec = {}, set()
+                self._put(merged, merged_exec, sorted(self._pending_dirs | set(dirs)))
+                self._pending, self._pending_exec, self._pending_dirs = {}, set(), set()
                 return
             except SandboxError:  # say whose write failed: the queued files alone first
                 self._flush_pending()
@@ -682,30 +700,40 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"docker sandbox {self.name}: exec failed: {exc}") from exc
         return True
 
-    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = ()) -> None:
-        """Queue ``files`` for the next ``write_files`` (one archive for both: each
-        ``put_archive`` is an engine round trip of its own), or for the next exec,
+    def write_files_later(self, files: Mapping[str, bytes], *, executable: Collection[str] = (),
+                          dirs: Collection[str] = ()) -> None:
+        """Queue ``files`` (and ``dirs``) for the next ``write_files`` (one archive for both:
+        each ``put_archive`` is an engine round trip of its own), or for the next exec,
         read or copy, whichever comes first."""
         if self._closed or self.id is None:
             raise SandboxError(f"docker sandbox {self.name}: write after close")
         self._pending.update(files)
         self._pending_exec -= set(files)
         self._pending_exec |= {p for p in files if p in executable}
+        self._pending_dirs |= set(dirs)
 
     def _hand_over_held(self) -> _Held | None:
-        """The held files of a container not started yet (so none of its processes runs)
-        with a gateway folder: written into that folder as one archive, a file write on
-        this host instead of an engine round trip, for the next exec to unpack; None when
-        nothing is held or it is not such a container (``_flush_pending``).
+        """The held files of a container with an inbox (``SandboxSpec.inbox``: read-only to
+        it), or of one not started yet (so none of its processes runs) with a gateway
+        folder: written into that folder as one archive, a file write on this host
+        instead of an engine round trip, for the next exec to unpack; None when nothing
+        is held or it is not such a container (``_flush_pending``).
 
         Raises:
             SandboxError: a held path or content is not one (``tar_of_files``)."""
-        if self._started or not self._pending or not self.gateway_dir:
+        if not (self._pending or self._pending_dirs):
             return None
-        files, executable = self._pending, self._pending_exec
-        data = tar_of_files(files, executable=executable)
+        if self.inbox_dir:
+            folder, mount, remove = self.inbox_dir, INBOX_MOUNT, False  # the host removes it
+        elif not self._started and self.gateway_dir:
+            folder, mount, remove = self.gateway_dir, GATEWAY_MOUNT, True
+        else:
+            return None
+        files, executable, dirs = self._pending, self._pending_exec, sorted(self._pending_dirs)
+        data = tar_of_files(files, executable=executable, dirs=dirs)
         token = secrets.token_hex(8)
-        host = os.path.join(self.gateway_dir, f".held-{token}.tar")
+        name = f".held-{token}.tar"
+        host = os.path.join(folder, name)
         try:
             fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "wb") as fh:
@@ -714,9 +742,10 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(OSError):
                 os.unlink(host)
             return None  # written by the engine instead
-        self._pending, self._pending_exec = {}, set()
-        return _Held(host, files, executable, f"skill-court: the held files could not be unpacked ({token})",
-                     f"skill-court: no tar in this image to unpack the held files ({token})")
+        self._pending, self._pending_exec, self._pending_dirs = {}, set(), set()
+        return _Held(host, files, executable, dirs, f"skill-court: the held files could not be unpacked ({token})",
+                     f"skill-court: no tar in this image to unpack the held files ({token})",
+                     inside=f"{mount}/{name}", remove=remove)
 
     def _start(self) -> None:
         """Start the container if it is not running yet (see ``_deferred``).
@@ -739,12 +768,12 @@ class DockerSandbox(Sandbox):
         Raises:
             SandboxError: they could not be written (never ``PathRefused``: they are
                 the court's own, not the caller's)."""
-        if not self._pending:
+        if not (self._pending or self._pending_dirs):
             return
-        files, executable = self._pending, self._pending_exec
-        self._pending, self._pending_exec = {}, set()
+        files, executable, dirs = self._pending, self._pending_exec, sorted(self._pending_dirs)
+        self._pending, self._pending_exec, self._pending_dirs = {}, set(), set()
         try:
-            self._put(files, executable, ())
+            self._put(files, executable, dirs)
         except PathRefused as exc:
             raise SandboxError(str(exc)) from exc
 
@@ -755,20 +784,26 @@ class DockerSandbox(Sandbox):
             self._closed = True
         if self.id is None:
             _remove_gateway_dir(self.gateway_dir)
+            _remove_gateway_dir(self.inbox_dir)
             return
         if self._stopping is not None:
             self._stopping.join(60)
         # Removal runs in a non-daemon thread: a Ctrl-C landing while we wait
         # interrupts the wait, not the removal, and the interpreter waits for
         # the thread before exiting.
-        done = threading.Thread(target=_remove, args=(self._api, self.id), name=f"rm-{self.name}")
+        failed: list[str] = []
+        done = threading.Thread(target=_remove, args=(self._api, self.id, failed), name=f"rm-{self.name}")
         done.start()
         try:
             done.join()
         except BaseException:  # noqa: BLE001 - never raise from close
             pass
+        if failed:
+            self.close_failure = (f"docker sandbox {self.name} ({self.id[:12]}) was not removed: {failed[0]}; "
+                                  "`skill-court cleanup` removes it")
         _live.discard(self)
         _remove_gateway_dir(self.gateway_dir)
+        _remove_gateway_dir(self.inbox_dir)
 
     def __repr__(self) -> str:
         return f"<DockerSandbox {self.name}{' closed' if self._closed else ''}>"
@@ -794,7 +829,8 @@ def _remove_gateway_dir(path: str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove(api: Any, container_id: str) -> None:
+def _remove(api: Any, container_id: str, failed: list[str]) -> None:
+    """Force-remove the container; what the engine said when it would not goes in ``failed``."""
     import docker.errors
 
     for attempt in range(5):
@@ -808,8 +844,10 @@ def _remove(api: Any, container_id: str) -> None:
             if getattr(exc, "status_code", None) == 409 and attempt < 4:
                 time.sleep(0.2 * (attempt + 1))
                 continue
+            failed.append(first_line(_engine_error(exc)))
             return
-        except Exception:  # noqa: BLE001 - close never raises
+        except Exception as exc:  # noqa: BLE001 - close never raises
+            failed.append(first_line(str(exc)) or type(exc).__name__)
             return
 
 

@@ -107,6 +107,7 @@ def test_a_kept_docker_sandbox_is_stopped_not_frozen(tmp_path: Path) -> None:
                               run_id="kept-stopped", key="k")
     try:
         assert rec.outcome is True, rec.check_output
+        assert run.wait_for_closes() == []  # the room, removed after execute_run returned
         [kept] = api.containers(all=True, filters={"label": "skillcourt.run=kept-stopped"})
         deadline = time.monotonic() + 60
         while api.inspect_container(kept["Id"])["State"]["Status"] != "exited" and time.monotonic() < deadline:

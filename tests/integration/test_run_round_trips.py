@@ -7,6 +7,7 @@
   once.
 - A checked run writes its task's files with its runner's own (one archive on Docker).
 - The agent's sandbox is removed while the check runs in the room, not after it.
+- The check room's files go through its inbox, not a ``put_archive``.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def _checked_context(tmp: Path, backend: str, base_url: str, check: str):  # typ
 def test_a_checked_run_writes_its_task_files_with_the_runners_in_one_archive(
         tmp_path: Path, puts: list[str]) -> None:
     """The built-in runner puts the visible skills in the sandbox: with the task's files,
-    one ``put_archive`` into the agent's container (and one into the room)."""
+    one ``put_archive`` into the agent's container (and none into the room: the workspace
+    copy and the answer go through its inbox, unpacked by the check's own exec)."""
     require_docker()
     import docker
 
@@ -142,7 +144,8 @@ def test_a_checked_run_writes_its_task_files_with_the_runners_in_one_archive(
     assert rec.status == ANSWERED and rec.outcome is True, (rec.error, rec.check_output)
     agent_puts = [c for c in puts if c not in rooms]
     assert len(agent_puts) == 1, puts  # the task's files and the skills together
-    assert len([c for c in puts if c in rooms]) == 1  # the workspace copy and the answer
+    assert [c for c in puts if c in rooms] == []  # the workspace copy and the answer: by the inbox
+    assert run.wait_for_closes() == []  # removed after execute_run returned
     assert docker.from_env().api.containers(all=True, filters={"label": "skillcourt.run=one-archive"}) == []
 
 
@@ -180,6 +183,7 @@ def test_the_agents_sandbox_is_removed_while_the_check_runs(
             watcher.join(10)
     assert rec.status == ANSWERED and rec.outcome is True, (rec.error, rec.check_output)
     assert seen_alone.is_set(), "the agent's sandbox was still there during the whole check"
+    assert run.wait_for_closes() == []  # removed after execute_run returned
     assert sandboxes() == []
 
 
