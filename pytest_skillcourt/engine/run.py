@@ -116,8 +116,8 @@ def execute_run(ctx: RunContext, *, run_id: str, key: str) -> RunRecord:
 
 class _Teardown:
     """A run's sandboxes closed side by side, each on a thread of its own (``CLOSES``): the
-    agent's as soon as the run is done with it (once its ``/workspace`` is copied, while the
-    check runs in the room), the rest when the run ends.  ``execute_run`` does not wait for
+    agent's as soon as the run is done with it (once the check is done, or the capture),
+    the rest when the run ends.  ``execute_run`` does not wait for
     them: its record is had, and a removal is the engine's time, not the run's; the process
     waits for every one before it exits (``wait_for_closes``)."""
 
@@ -321,19 +321,30 @@ def _check_in_room(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: R
     "The check room"): the agent's sandbox is stopped and its ``/workspace`` copied out
     without its tools, then a fresh sandbox of the same image, which got the suite's setup
     while the agent ran, gets that copy and the answer, and runs the check with its own
-    shell and tools.
+    shell and tools.  The agent's sandbox, stopped (Docker: frozen), is removed (kept:
+    killed) once the check is done, not beside it: that slowed the check's exec.
 
     Raises:
         SandboxError: a sandbox broke (a harness failure).
     """
     assert ctx.task.check is not None
     try:
+        _copy_and_check(agent_box, ctx, rec, ahead)
+    finally:
+        if ctx.settings.keep_sandboxes:
+            agent_box.finish_stop()
+        else:
+            teardown.soon(agent_box.close)
+
+
+def _copy_and_check(agent_box: Sandbox, ctx: RunContext, rec: RunRecord, ahead: RoomAhead) -> None:
+    """``_check_in_room``'s work: the copy, the room, the check."""
+    assert ctx.task.check is not None
+    try:
         copy = agent_box.stop_and_copy_workspace()
     except WorkspaceTooLarge as err:  # the run's doing: it is the run's outcome, not ours
         rec.status, rec.error = NO_OUTCOME, f"the check could not run: {err}"
         return
-    if not ctx.settings.keep_sandboxes:  # done with it: removed while the check runs
-        teardown.soon(agent_box.close)
     room = ahead.get()
     restore_workspace(room, copy, rec.answer)
     check = room.exec(ctx.task.check, timeout=CHECK_TIMEOUT, env={"SKILL_COURT_ANSWER": ANSWER_PATH})

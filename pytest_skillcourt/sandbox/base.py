@@ -325,6 +325,12 @@ class Sandbox(abc.ABC):
             SandboxError: the sandbox could not be read.
         """
 
+    def finish_stop(self) -> None:
+        """End for good what ``stop_and_copy_workspace`` only froze (Docker: kill the paused
+        container, on a thread of its own that ``close`` waits for), for a sandbox that is
+        kept rather than closed; ``close`` needs no call of it.  This fallback (a backend
+        whose stop leaves nothing running) has nothing to do."""
+
     def stop_and_copy_workspace(self) -> WorkspaceCopy:
         """Stop every process in the sandbox, then copy ``/workspace`` out without them.
 

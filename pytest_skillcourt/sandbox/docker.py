@@ -45,6 +45,7 @@ import functools
 import math
 import os
 import secrets
+import stat
 import threading
 import time
 import weakref
@@ -73,7 +74,7 @@ from pytest_skillcourt.sandbox.base import (
     render_output,
     tar_of_files,
 )
-from pytest_skillcourt.sandbox.workspace import WORKSPACE, CopyFailed, WorkspaceCopy, from_tar
+from pytest_skillcourt.sandbox.workspace import WORKSPACE, CopyFailed, WorkspaceCopy, from_host_folder, from_tar
 
 #: Name prefix of our containers (with the label, how cleanup finds them).
 NAME_PREFIX = f"{LABEL}-"
@@ -351,8 +352,9 @@ class DockerSandbox(Sandbox):
         self._pending_dirs: set[str] = set()
         #: The host folder mounted read-only at ``INBOX_MOUNT`` (``SandboxSpec.inbox``), else None.
         self.inbox_dir: str | None = None
-        #: The kill that ``stop_and_copy_workspace`` left running.
+        #: The kill that ``finish_stop`` started; whether ``stop_and_copy_workspace`` froze it.
         self._stopping: threading.Thread | None = None
+        self._frozen = False
         self.id: str | None = None
         hint = "".join(c for c in spec.name_hint if c.isalnum() or c in "-_.")[:40]
         self.name = NAME_PREFIX + (hint + "-" if hint else "") + secrets.token_hex(6)
@@ -624,10 +626,12 @@ class DockerSandbox(Sandbox):
 
     def stop_and_copy_workspace(self) -> WorkspaceCopy:
         """Freeze every process of the container (``pause``: the cgroup freezer, so none
-        runs another instruction), read ``/workspace`` through the engine's archive API
-        (no tool of the container runs, and the stream is read no further than the
-        check room's limit), then kill the container on a thread of its own (``close``
-        waits for it): the copy does not wait for the engine to stop the container.
+        runs another instruction), read ``/workspace`` on this host through the engine's
+        mount of it where that is seen from here (``_copy_on_host``), else through the
+        engine's archive API (no tool of the container runs either way, and no more is
+        read than the check room's limit).  It stays frozen until ``close`` removes it, or ``finish_stop``
+        kills it (a kept sandbox): the copy does not wait for the engine to stop the
+        container, and the kill does not slow the check's exec in the room beside it.
         An engine that cannot pause (rootless on cgroup v1) kills it first instead."""
         import docker.errors
 
@@ -641,6 +645,11 @@ class DockerSandbox(Sandbox):
             except docker.errors.APIError:
                 frozen = False
                 self._kill()
+        self._frozen = frozen
+        if frozen:
+            copy = self._copy_on_host()
+            if copy is not None:
+                return copy
         try:
             stream, _ = self._api.get_archive(self.id, WORKSPACE, chunk_size=64 * 1024)
             return from_tar(stream)
@@ -648,11 +657,46 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"docker sandbox {self.name}: {exc}") from exc
         except docker.errors.DockerException as exc:
             raise SandboxError(f"docker sandbox {self.name}: cannot copy {WORKSPACE}: {exc}") from exc
-        finally:
-            if frozen:  # stopped for good, off the copy's path
-                self._stopping = threading.Thread(target=self._kill, args=(True,), name=f"kill-{self.name}",
-                                                  daemon=True)
-                self._stopping.start()
+
+    def _copy_on_host(self) -> WorkspaceCopy | None:
+        """The frozen container's ``/workspace`` read on this host, where the engine's own
+        mount of the container's root (overlay2's ``MergedDir``) is seen from here: as the
+        local backend reads its folder (``from_host_folder``: never following a link, FIFOs
+        and devices left out), with no archive to stream.  None where it is not (an engine
+        elsewhere or in a VM, another mount namespace, no right to read it, ``/workspace``
+        not a folder): the archive API then.
+
+        Raises:
+            WorkspaceTooLarge: past the check room's limits."""
+        import docker.errors
+
+        if not engine_is_local() or os.geteuid() != 0:  # only root reads all of it, as the engine does
+            return None
+        try:
+            driver = self._api.inspect_container(self.id).get("GraphDriver") or {}
+        except docker.errors.DockerException:
+            return None
+        merged = (driver.get("Data") or {}).get("MergedDir") if driver.get("Name") == "overlay2" else None
+        if not merged or not os.path.isabs(merged):
+            return None
+        folder = os.path.join(merged, WORKSPACE.lstrip("/"))
+        try:
+            if os.lstat(merged).st_dev == os.lstat(os.path.dirname(merged)).st_dev:
+                return None  # no overlay mounted there in this mount namespace: an empty folder
+            if not stat.S_ISDIR(os.lstat(folder).st_mode) or not os.access(folder, os.R_OK | os.X_OK):
+                return None
+            os.scandir(folder).close()
+        except OSError:
+            return None
+        return from_host_folder(folder)
+
+    def finish_stop(self) -> None:
+        with self._close_lock:
+            if not self._frozen or self._stopping is not None or self._closed:
+                return
+            self._stopping = threading.Thread(target=self._kill, args=(True,), name=f"kill-{self.name}",
+                                              daemon=True)
+            self._stopping.start()  # under the lock: a close beside it joins a started thread
 
     def _kill(self, quiet: bool = False) -> None:
         """Kill the container and wait until it has stopped.

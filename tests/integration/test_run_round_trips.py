@@ -6,7 +6,7 @@
   ``SandboxError``, never as the caller's ``PathRefused``.  The local backend writes at
   once.
 - A checked run writes its task's files with its runner's own (one archive on Docker).
-- The agent's sandbox is removed while the check runs in the room, not after it.
+- The agent's sandbox stays stopped through the check and is removed after it, after the run.
 - The check room's files go through its inbox, not a ``put_archive``.
 """
 
@@ -16,6 +16,7 @@ import dataclasses
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,42 +150,53 @@ def test_a_checked_run_writes_its_task_files_with_the_runners_in_one_archive(
     assert docker.from_env().api.containers(all=True, filters={"label": "skillcourt.run=one-archive"}) == []
 
 
-def test_the_agents_sandbox_is_removed_while_the_check_runs(
+def test_the_agents_sandbox_stays_stopped_through_the_check_and_goes_after(
         tmp_path: Path, tmpdir_of_its_own: Path, backend: str) -> None:
-    """While the room's check runs (a few seconds here), the agent's sandbox is already
-    gone: there is a moment with the room alone.  Before, it went after the check."""
-    seen_alone = threading.Event()
+    """While the room's check runs (4 s here), the agent's sandbox is there, stopped
+    (Docker: paused), and not being removed: killing it beside the check's exec slowed
+    that exec.  It goes once the check is done, after ``execute_run`` returns.  Before,
+    it was removed while the check ran.  Watched from when the check surely runs (the
+    container paused; the room's marker file) for 3 s, all inside the check's 4."""
+    seen: list[str] = []
     stop = threading.Event()
 
-    def sandboxes() -> list[str]:
+    def agents_box() -> str:
+        """The agent's sandbox's state ("gone" when there is none)."""
         if backend == "local":
-            return sorted(p.name for p in tmpdir_of_its_own.iterdir() if p.name.startswith(DIR_PREFIX))
+            names = [p.name for p in tmpdir_of_its_own.iterdir() if p.name.startswith(DIR_PREFIX)]
+            return "there" if any("-check-" not in n for n in names) else "gone"
         import docker
 
-        found = docker.from_env().api.containers(all=True, filters={"label": "skillcourt.run=while-check"})
-        return sorted(c["Names"][0] for c in found)
+        found = docker.from_env().api.containers(all=True, filters={"label": "skillcourt.run=stays-stopped"})
+        return next((c["State"] for c in found if "-check-" not in c["Names"][0]), "gone")
+
+    def checking() -> bool:
+        if backend == "local":
+            return any((p / "workspace" / ".checking").exists() for p in tmpdir_of_its_own.iterdir()
+                       if p.name.startswith(DIR_PREFIX) and "-check-" in p.name)
+        return agents_box() == "paused"
 
     def watch() -> None:
-        while not stop.is_set():
-            names = sandboxes()
-            if len(names) == 1 and "-check-" in names[0]:
-                seen_alone.set()
-                return
+        while not stop.is_set() and not checking():
             stop.wait(0.02)
+        until = time.monotonic() + 3
+        while not stop.is_set() and time.monotonic() < until:
+            seen.append(agents_box())
+            stop.wait(0.05)
 
     with LLMServer(lambda request: Reply(content="TOTAL-1")) as server:
-        ctx = _checked_context(tmp_path, backend, server.base_url, "sleep 4")
+        ctx = _checked_context(tmp_path, backend, server.base_url, "touch .checking && sleep 4")
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            rec = run.execute_run(ctx, run_id="while-check", key="k")
+            rec = run.execute_run(ctx, run_id="stays-stopped", key="k")
         finally:
             stop.set()
             watcher.join(10)
     assert rec.status == ANSWERED and rec.outcome is True, (rec.error, rec.check_output)
-    assert seen_alone.is_set(), "the agent's sandbox was still there during the whole check"
+    assert seen and set(seen) == {"paused" if backend == "docker" else "there"}, seen
     assert run.wait_for_closes() == []  # removed after execute_run returned
-    assert sandboxes() == []
+    assert agents_box() == "gone"
 
 
 def test_a_detached_command_outlives_its_start_on_docker_only(backend: str) -> None:
