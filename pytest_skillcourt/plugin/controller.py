@@ -136,8 +136,10 @@ class Controller(ItemHooks):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        for raw in (getattr(node, "workeroutput", None) or {}).get("skill_court_targets", []):
+        out = getattr(node, "workeroutput", None) or {}
+        for raw in out.get("skill_court_targets", []):
             self.court.add_target(Target.from_dict(raw))
+        self.court.errors.extend(str(why) for why in out.get("skill_court_unremoved", []))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -162,6 +164,7 @@ class Controller(ItemHooks):
             if self.runs.ahead is not None:
                 self.runs.ahead.stop()
             court.loop_done = True
+            court.errors.extend(court.unremoved())  # a sandbox left behind is said, with the fix
         if not session.config.option.collectonly and court.settings.skills_dir.is_dir():
             interrupted = bool(session.shouldstop) and session.testsfailed == 0
             try:

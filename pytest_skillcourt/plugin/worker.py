@@ -45,6 +45,8 @@ class Worker(ItemHooks):
         store = self.court.store_if_open()
         if store is not None:  # before xdist says this worker finished: the controller reads them
             store.flush_marks()
+        unremoved = self.court.unremoved()
         out = getattr(session.config, "workeroutput", None)
         if out is not None:
             out["skill_court_targets"] = [t.to_dict() for t in self.court.targets.values()]
+            out["skill_court_unremoved"] = unremoved  # the controller says them

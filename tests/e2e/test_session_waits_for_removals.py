@@ -43,7 +43,7 @@ def _containers(skill: str) -> list[dict]:
     return docker.from_env().api.containers(all=True, filters={"name": f"skillcourt-{skill}-"})
 
 
-def _session(pytester: pytest.Pytester, skill: str, refuse: bool) -> subprocess.CompletedProcess[str]:
+def _session(pytester: pytest.Pytester, skill: str, refuse: bool, *args: str) -> subprocess.CompletedProcess[str]:
     with LLMServer(lambda request: Reply(content="TOTAL-1", input_tokens=10, output_tokens=5)) as server:
         write_skill(pytester.path / "skills", skill, "How we format totals")
         write_suite(pytester.path, skill, [task("t1", "Question 1: give the total.",
@@ -51,9 +51,9 @@ def _session(pytester: pytest.Pytester, skill: str, refuse: bool) -> subprocess.
         (pytester.path / "pytest.ini").write_text(ini(server.base_url, sandbox="docker"))
         (pytester.path / "conftest.py").write_text(CONFTEST.format(refuse=refuse))
         return subprocess.run(
-            [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider"],
+            [sys.executable, "-m", "pytest", "--skill-court", "-p", "no:cacheprovider", *args],
             cwd=pytester.path, capture_output=True, text=True, timeout=600,
-            env={**os.environ, "PYTHONPATH": str(REPO)})
+            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"})
 
 
 def test_no_sandbox_outlives_the_session(pytester: pytest.Pytester) -> None:
@@ -64,15 +64,19 @@ def test_no_sandbox_outlives_the_session(pytester: pytest.Pytester) -> None:
     assert "was not removed" not in done.stdout + done.stderr
 
 
-def test_a_failed_removal_is_said_at_the_sessions_end(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["alone", "xdist"])
+def test_a_failed_removal_is_said_in_the_sessions_summary(pytester: pytest.Pytester, workers: tuple[str, ...]) -> None:
+    """Said where the session's other errors are, in its last lines (an xdist worker's
+    through the controller), not only in a log at exit."""
     require_docker()
     import docker
 
     try:
-        done = _session(pytester, "removal-refused", refuse=True)
+        done = _session(pytester, "removal-refused", True, *workers)
         left = sorted(c["Names"][0].lstrip("/") for c in _containers("removal-refused"))
         assert len(left) == 4, left  # the agent's sandbox and the room, of each arm
-        said = [line for line in done.stderr.splitlines() if "was not removed" in line]
+        summary = done.stdout.split("skill court", 1)[-1]
+        said = [line for line in summary.splitlines() if "was not removed" in line]
         for name in left:  # each one, with what the engine said and how to remove it
             [line] = [s for s in said if name in s]
             assert "the engine says no" in line and "skill-court cleanup" in line, line
