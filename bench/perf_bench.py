@@ -36,7 +36,7 @@ model calls and 1 exec whichever harness drives it.
   ratios of CPU time against the goal, of wall time beside it (every ratio and both
   medians shown; :class:`Paired` says why CPU).  The growth rows compare
   each size with the next (CPU time, steadier than wall on a shared machine, and peak
-  memory).  Every process has a timeout (``SCALE_TIMEOUT_S``): a hang fails the bench.
+  memory; the median of ``GROWTH_SAMPLES`` processes at each other size).  Every process has a timeout (``SCALE_TIMEOUT_S``): a hang fails the bench.
 - workers: bench/cache_bench.py with ``-n 2``: the median of three cached re-runs against the
   first run (one re-run of a few seconds moves by a tenth of itself with the machine's load).
 
@@ -451,12 +451,13 @@ class Measured:
     cpu: float
     mb: int
     proc: subprocess.CompletedProcess[str]
-    #: every sample's wall when this is the median of several (:func:`median_of`)
+    #: every sample's wall and CPU when this is the median of several (:func:`median_of`)
     walls: tuple[float, ...] = ()
+    cpus: tuple[float, ...] = ()
 
     def line(self) -> str:
-        spread = (f"; median of {len(self.walls)}: {', '.join(f'{w:.2f}' for w in self.walls)} s"
-                  if len(self.walls) > 1 else "")
+        spread = (f"; median of {len(self.walls)}: {', '.join(f'{w:.2f}' for w in self.walls)} s, CPU "
+                  f"{', '.join(f'{c:.2f}' for c in self.cpus)} s" if len(self.walls) > 1 else "")
         return f"{self.wall:.2f} s ({self.cpu:.2f} s CPU{spread}), peak {self.mb} MB"
 
 
@@ -491,15 +492,27 @@ GOAL_SAMPLES = 3
 RATIO_GOAL = 1.25
 
 
+#: Samples of each process at the other sizes, for the growth rows: one sample of a 50 s
+#: session at 10,000 skills moved by about 5% with the machine's load, which was the
+#: whole margin of a growth row (5.0x one run, 5.5x the next).
+GROWTH_SAMPLES = 3
+
+
 def median_of(samples: int, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> Measured:
-    """:func:`peak_of` ``samples`` times: the sample of the median wall, with every wall."""
+    """:func:`peak_of` ``samples`` times: the medians (:func:`_median`)."""
     return _median([peak_of(argv, cwd, env, timeout) for _ in range(samples)])
 
 
 def _median(got: Sequence[Measured]) -> Measured:
+    """The median wall, CPU and peak of ``got``, each its own (with every wall and CPU);
+    the output is the median-wall sample's."""
+    if len(got) == 1:
+        return got[0]
     ordered = sorted(got, key=lambda m: m.wall)
-    middle = ordered[len(ordered) // 2]
-    return dataclasses.replace(middle, walls=tuple(m.wall for m in ordered)) if len(got) > 1 else middle
+    return dataclasses.replace(
+        ordered[len(ordered) // 2], cpu=statistics.median(m.cpu for m in got),
+        mb=int(statistics.median(m.mb for m in got)), walls=tuple(m.wall for m in ordered),
+        cpus=tuple(sorted(m.cpu for m in got)))
 
 
 @dataclass
@@ -614,7 +627,7 @@ def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[
             "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""})
         limit = SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * n
         goal = n == goal_at
-        samples = GOAL_SAMPLES if goal else 1
+        samples = GOAL_SAMPLES if goal else GROWTH_SAMPLES
         runs = n * TASKS_PER_SKILL * 2
 
         def collected(args: Sequence[str], items: int) -> Callable[[], Measured]:
@@ -646,7 +659,7 @@ def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[
         for name, args, per_suite in LAYOUTS:
             ours = collected(args, n * per_suite)
             cos[name] = (paired(samples, ours, tree_floor(root, n, per_suite, collect_only=True)) if goal
-                         else ours())
+                         else _median([ours() for _ in range(samples)]))
         start = time.monotonic()
         fill = peak_of([*argv, "-p", "bench_fill"], root, env, limit)
         if f"{n} passed" not in fill.proc.stdout:  # the fill's verdict items: one per skill
@@ -657,7 +670,7 @@ def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[
             items = n * per_suite  # run items (or runs items) and one verdict per skill, all passed
             ours = cached(name, args, items)
             session: Measured | Paired = (paired(samples, ours, tree_floor(root, n, per_suite, collect_only=False))
-                                          if goal else ours())
+                                          if goal else _median([ours() for _ in range(samples)]))
             co = cos[name]
             measured[name] = (co.ours if isinstance(co, Paired) else co,
                               session.ours if isinstance(session, Paired) else session)
