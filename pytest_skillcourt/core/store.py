@@ -443,34 +443,13 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
     def cached_runs(self, cache_keys: Sequence[str]) -> dict[str, RunRecord]:
         """The newest cacheable run of each of these keys that has one: one query per 500
         keys, where :meth:`cached_run` for each would be one per run."""
-        out: dict[str, RunRecord] = {}
-        keys = list(dict.fromkeys(cache_keys))
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT cache_key, run_id, data FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
-                "ORDER BY created_at DESC, rowid DESC", chunk)
-            for key, run_id, data in rows:
-                if key not in out:  # the newest of its key
-                    out[key] = self._run(data)
-        return out
+        return {key: self._run(data) for chunk in self._newest(cache_keys, "data") for key, (_, data) in chunk.items()}
 
     def cached_heads(self, cache_keys: Sequence[str]) -> dict[str, RunHead]:
         """:meth:`cached_runs`, as heads (``records.RunHead``): what a session that reuses
         the runs needs of them, without decoding their records."""
         out: dict[str, RunHead] = {}
-        keys = list(dict.fromkeys(cache_keys))
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT cache_key, run_id, head FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
-                "ORDER BY created_at DESC, rowid DESC", chunk)
-            newest: dict[str, tuple[str, str | None]] = {}
-            for key, run_id, text in rows:
-                if key not in newest:  # the newest of its key
-                    newest[key] = (run_id, text)
+        for newest in self._newest(cache_keys, "head"):
             headless: dict[str, str] = {}
             heads = self._heads_of([text for _, text in newest.values()])
             for (key, (run_id, _)), head in zip(newest.items(), heads):
@@ -482,6 +461,22 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
                 records = self.runs_by_id(list(headless.values()))
                 out.update((key, records[run_id].head()) for key, run_id in headless.items() if run_id in records)
         return out
+
+    def _newest(self, cache_keys: Sequence[str], column: str) -> Iterator[dict[str, tuple[str, Any]]]:
+        """For each 500 of these keys (one query each): key -> (run id, ``column``) of its
+        newest cacheable run, for the keys that have one."""
+        keys = list(dict.fromkeys(cache_keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT cache_key, run_id, {column} FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
+                "ORDER BY created_at DESC, rowid DESC", chunk)
+            newest: dict[str, tuple[str, Any]] = {}
+            for key, run_id, value in rows:
+                if key not in newest:  # the newest of its key
+                    newest[key] = (run_id, value)
+            yield newest
 
     def _heads_of(self, texts: list[str | None]) -> list[RunHead | None]:
         """Runs' heads from their ``head`` column; None for one that has none this version
