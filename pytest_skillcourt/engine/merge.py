@@ -66,7 +66,7 @@ class MergeResult:
 _KEYED = [
     ("trials", "trial, started_at, finished_at, rootdir, argv, skills_dir"),
     ("runs", "run_id, cache_key, trial, skill, suite, task_id, arm, rep, model, status, outcome, "
-             "cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data"),
+             "cost_usd, priced, input_tokens, output_tokens, cacheable, created_at, data, head"),
     ("trial_runs", "trial, run_id, skill, model, suite, task_id, arm, rep, cached"),
 ]
 _CAUSE_COLS = "key, trial, created_at, data, cost_usd"

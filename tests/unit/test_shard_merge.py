@@ -77,3 +77,23 @@ def test_merge_decides_again_by_the_sessions_task_order() -> None:
     assert _first_tasks(source, {"argv": ["--skill-court-no-early-stop"]}, []) is None
     older = {"suite": "skills_tests/s.yaml", "data": {"first_tasks": order[:4]}}  # before task_order
     assert _first_tasks(older, {"argv": []}, []) == tuple(order[:4])
+
+
+def test_merged_runs_keep_their_heads(tmp_path: Path) -> None:
+    """A merged store serves its runs from their heads as each shard did (``runs.head``),
+    not from every whole record again."""
+    from tests.support.builders import run_record
+
+    shards = []
+    for name in ("a", "b"):
+        store = Store(tmp_path / f"{name}.db")
+        store.record_run(run_record(f"r-{name}", f"k-{name}", trial=f"t-{name}"), trial=f"t-{name}", cached=False)
+        store.close()
+        shards.append(tmp_path / f"{name}.db")
+    out = tmp_path / "out.db"
+    merge_stores(shards, out)
+    db = sqlite3.connect(out)
+    assert db.execute("SELECT count(*), count(head) FROM runs").fetchone() == (2, 2)
+    merged = Store(out)
+    assert merged.cached_heads(["k-a", "k-b"]) == {k: r.head() for k, r in merged.cached_runs(["k-a", "k-b"]).items()}
+    merged.close()
