@@ -46,6 +46,17 @@ docs/architecture.md, "Agents inside the sandbox"; README, "Codex"):
   whose refusal (a 400) makes Codex end its turn at once; such a run did not
   complete (``incomplete``), whatever it printed.
 
+- Its state: Codex makes its SQLite databases (``state_5.sqlite``, ``logs_2.sqlite``...:
+  dozens of schema migrations, about 200 ms) at its first start in an empty
+  ``$CODEX_HOME``, as each sandbox's ``/root`` is.  They are made once per
+  session (and binary) on the host by the same binary, in an empty private
+  ``$CODEX_HOME`` with no prompt and nothing to reach (``codex archive`` of no
+  session: it opens the databases, finds nothing and exits), and placed in
+  each run's ``~/.codex`` with its config (:func:`first_start_state`): what
+  a first start creates before any prompt, never anything of a run.  Its
+  ``installation_id`` and bundled skills Codex still makes itself; without
+  the databases (a binary that cannot run on the host) Codex makes them.
+
 The result: the answer is the last ``agent_message`` of the JSONL events
 (:func:`parse_events`; run.py writes it to ``$SKILL_COURT_ANSWER``); the
 transcript, tokens, cost and calls are the gateway's recording, never
@@ -57,7 +68,13 @@ printed the skill's SKILL.md, or a ``<skill>`` message Codex inserted
 from __future__ import annotations
 
 import json
+import os
 import re
+import sqlite3
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_skillcourt import __version__
@@ -79,8 +96,8 @@ from pytest_skillcourt.agent.sandboxed import (
     run_agent,
 )
 
-__all__ = ["RUNNER", "CodexRunner", "codex_config", "codex_files", "codex_mounts", "find_codex", "parse_events",
-           "skill_folder"]
+__all__ = ["RUNNER", "CodexRunner", "codex_config", "codex_files", "codex_mounts", "find_codex",
+           "first_start_state", "parse_events", "skill_folder"]
 
 #: The environment variable that names the ``codex`` binary to use.
 ENV_BINARY = "SKILL_COURT_CODEX"
@@ -190,9 +207,74 @@ def skill_folder(library: Library, skill: Skill) -> str:
     return "/".join(DOT_PREFIX + part[1:] if part.startswith(".") else part for part in rel.split("/"))
 
 
-def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str) -> SandboxFiles:
+#: A state database of Codex in ``$CODEX_HOME`` (``state_5.sqlite``, ``logs_2.sqlite``...).
+_STATE_DB = re.compile(r"^[a-z][a-z_]*_[0-9]+\.sqlite$")
+#: The session ``codex archive`` is asked for: none has this name, so it opens the
+#: databases (making them), finds nothing and exits 1.
+NO_SESSION = "skill-court-no-such-session"
+#: Seconds the host's ``codex archive`` may take.
+STATE_TIMEOUT = 60.0
+_states: dict[tuple[str, int, int], dict[str, bytes]] = {}
+_states_lock = threading.Lock()
+
+
+def first_start_state(binary: Path) -> dict[str, bytes]:
+    """The databases Codex makes at its first start in an empty ``$CODEX_HOME`` (sandbox
+    path -> bytes; {} when ``binary`` cannot make them on this host), made once per
+    binary (its path, size and mtime) by ``binary`` itself in an empty private
+    ``$CODEX_HOME``: ``codex archive`` of no session, with the run's config's settings
+    (no analytics, no plugins; a provider on a closed local port), which makes them, finds
+    nothing and exits.  Each is checkpointed into one file (its WAL folded in, as SQLite
+    does when the last connection closes); one without ``_sqlx_migrations`` is left out.
+    """
+    try:
+        info = binary.stat()
+    except OSError:
+        return {}
+    key = (str(binary), info.st_size, info.st_mtime_ns)
+    with _states_lock:
+        if key not in _states:
+            _states[key] = _make_state(binary)
+        return dict(_states[key])
+
+
+def _make_state(binary: Path) -> dict[str, bytes]:
+    """:func:`first_start_state`'s databases, made now."""
+    state: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="skill-court-codex-state-") as home:
+        Path(home, "config.toml").write_text(codex_config("none", "http://127.0.0.1:9/v1", []), encoding="utf-8")
+        env = {"PATH": os.defpath, "HOME": home, "CODEX_HOME": home, "LANG": "C.UTF-8"}
+        try:
+            subprocess.run([str(binary), "archive", NO_SESSION], env=env, cwd=home, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=STATE_TIMEOUT, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return {}
+        for name in sorted(os.listdir(home)):
+            path = os.path.join(home, name)
+            if not _STATE_DB.match(name) or not os.path.isfile(path):
+                continue
+            try:
+                db = sqlite3.connect(path)
+                try:
+                    migrated = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                          "AND name = '_sqlx_migrations'").fetchone()
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    db.close()
+                wal = path + "-wal"
+                if not migrated or (os.path.exists(wal) and os.path.getsize(wal)):
+                    continue  # not Codex's migrated database, or its WAL not folded in: Codex makes it
+                state[f"{CODEX_DIR}/{name}"] = Path(path).read_bytes()
+            except (OSError, sqlite3.Error):
+                continue
+    return state
+
+
+def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: str,
+                state: Mapping[str, bytes] | None = None) -> SandboxFiles:
     """The sandbox files of a run: every skill at its library path under
-    ``~/.codex/skills/``, and ``~/.codex/config.toml`` switching the ``hidden`` ones off.
+    ``~/.codex/skills/``, ``~/.codex/config.toml`` switching the ``hidden`` ones off,
+    and ``state`` (:func:`first_start_state`'s databases) if given.
 
     A dot-folder's skills go to ``dot-NAME/`` (:func:`skill_folder`), so the library's
     own ``.system/skill-creator`` is tried, not Codex's bundled copy of that name: both
@@ -203,6 +285,7 @@ def codex_files(library: Library, hidden: frozenset[str], model: str, base_url: 
         files.add_skill(f"{SKILLS_DIR}/{skill_folder(library, skill)}", skill)
     hidden_paths = [f"{SKILLS_DIR}/{skill_folder(library, skill)}/SKILL.md"
                     for skill in library.skills if skill.name in hidden]
+    files.update_from(state or {})
     files[CONFIG_FILE] = codex_config(model, base_url, sorted(hidden_paths)).encode()
     return files
 
@@ -288,9 +371,10 @@ class CodexRunner:
         if binary is None:  # sandbox_needs() mounted nothing either
             raise SandboxError(f"codex runner: {why}")
         command = [SANDBOX_BINARY, "exec", "--json", "--skip-git-repo-check", "--color", "never", "-"]
+        state = first_start_state(binary)
 
         def files(grant: RunGrant) -> dict[str, bytes]:
-            return codex_files(ctx.library, ctx.hidden, ctx.model.name, grant.openai_base_url)
+            return codex_files(ctx.library, ctx.hidden, ctx.model.name, grant.openai_base_url, state)
 
         def env(grant: RunGrant) -> dict[str, str]:
             return {KEY_ENV: grant.token}

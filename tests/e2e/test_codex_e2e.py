@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import sqlite3
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from pytest_skillcourt.agent import codex
 from tests.support import agent_e2e
+from tests.support.agent_clis import codex_env, require_codex
 from tests.support.agent_e2e import (
     BODIES,
     CHECK,
@@ -162,3 +167,49 @@ def test_the_61st_model_call_is_refused_and_the_run_did_not_complete(pytester: p
     elapsed = agent_e2e.run_until_the_limit(pytester, server, court_ini(server.base_url, codex_setup),
                                             ToolCall("get_goal", {}), RESPONSES)
     assert elapsed < 120
+
+
+# -- the state of a first start, made ahead ------------------------------------------------------
+
+_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\\?\"turn_started_at_unix_ms\\?\":\d+")
+
+
+def test_the_state_made_ahead_changes_nothing_codex_sends_or_keeps(tmp_path: Path, server: LLMServer) -> None:
+    """The real CLI, twice in one HOME, first in an empty one and then in one holding
+    :func:`codex.first_start_state`'s databases (as each run's sandbox now does): the same
+    requests (ids and times aside: no thread or identity carried over) and the same files,
+    and its second start in that HOME goes as in the other (it adds its thread to the state)."""
+    binary = require_codex()
+    state = codex.first_start_state(binary)
+    assert {Path(path).name for path in state} >= {"state_5.sqlite", "logs_2.sqlite"}
+    server.set_handler(lambda request: Reply(content="TOTAL-1"))
+    home = tmp_path / "home"
+    kept: dict[bool, list[str]] = {}
+    threads: dict[bool, list[int]] = {}
+    for placed in (False, True):
+        shutil.rmtree(home, ignore_errors=True)
+        env = codex_env(home, server.base_url)
+        for path, data in (state.items() if placed else ()):
+            (home / ".codex" / Path(path).name).write_bytes(data)
+        for _ in range(2):
+            done = subprocess.run([str(binary), "exec", "--json", "--skip-git-repo-check", "--color", "never", "-"],
+                                  input=b"Question 1: give the total.", env=env, cwd=home, capture_output=True,
+                                  timeout=120)
+            assert done.returncode == 0 and codex.parse_events(done.stdout.decode())[0] == "TOTAL-1", done.stderr
+            db = sqlite3.connect(f"file:{home / '.codex' / 'state_5.sqlite'}?mode=ro", uri=True)
+            threads.setdefault(placed, []).append(db.execute("SELECT count(*) FROM threads").fetchone()[0])
+            db.close()
+        kept[placed] = sorted(p.relative_to(home).as_posix() for p in home.rglob("*")
+                              if "-wal" not in p.name and "-shm" not in p.name and "sessions/" not in p.as_posix()
+                              and "tmp/" not in p.relative_to(home).as_posix())
+    assert threads == {False: [1, 2], True: [1, 2]}
+    assert kept[True] == kept[False]
+    calls = server.chat_requests(api=RESPONSES)
+    assert len(calls) == 4
+
+    def seen(request: RecordedRequest) -> tuple[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
+        return (_IDS.sub("ID", json.dumps(request.body, sort_keys=True)),
+                _IDS.sub("ID", json.dumps(headers, sort_keys=True)))
+
+    assert [seen(r) for r in calls[:2]] == [seen(r) for r in calls[2:]]
