@@ -159,11 +159,14 @@ def court_sandbox_time(root: Path, runs: int, *args: str) -> tuple[float, float,
 SANDBOX_TIME_PLUGIN = '''
 """Bench only: the seconds this session spent inside sandbox calls (opening, exec,
 writes, reads, the workspace copy, closing), summed over the run threads (not the
-threads that make check rooms while the agent runs: their time is hidden behind the run's,
-so it is not taken out of it), written at exit to $SKILL_COURT_BENCH_SANDBOX_TIME as JSON."""
+threads that make check rooms while the agent runs, nor those that remove a run's
+sandboxes after it: their time is hidden behind the run's, so it is not taken out of it),
+and the time a run thread waits for its check room to be made (``RoomAhead.get``: the
+engine's time, not the harness's; none when the room was ready first), written at exit to
+$SKILL_COURT_BENCH_SANDBOX_TIME as JSON."""
 import atexit, functools, json, os, threading, time
 
-from pytest_skillcourt.engine.run import ROOM_THREAD
+from pytest_skillcourt.engine.run import ROOM_THREAD, RoomAhead
 from pytest_skillcourt.sandbox.docker import DockerSandbox
 from pytest_skillcourt.sandbox.local import LocalSandbox
 
@@ -189,6 +192,7 @@ def _timed(fn):
 for cls in (LocalSandbox, DockerSandbox):
     for name in ("__init__", "exec", "write_files", "read_file", "stop_and_copy_workspace", "close"):
         setattr(cls, name, _timed(getattr(cls, name)))
+RoomAhead.get = _timed(RoomAhead.get)
 
 
 @atexit.register
