@@ -385,7 +385,7 @@ class Runs:
         template (``cache.RunKeys``) and reach digest serve them all; a run's own context
         is made only when it must run."""
         shared: dict[tuple[int, str, str], tuple[RunKeys, str]] = {}
-        keys = []
+        keys, reaches = [], []
         for item in items:
             run = item.run
             group = (id(item.suite), run.arm, run.model)
@@ -394,11 +394,12 @@ class Runs:
                 ctx = self.court.run_context(item)
                 found = shared[group] = (RunKeys(ctx), reach_of(ctx))
             keys.append(found[0].key(item.task.id, item.task.content_hash(item.suite.setup), run.rep))
+            reaches.append(found[1])
         heads = {} if self.settings.fresh else self.court.store().cached_heads(keys)
         out: list[tuple[RunContext | None, str, RunFacts | None]] = []
-        for item, key in zip(items, keys):
+        for item, key, reach in zip(items, keys, reaches):
             head = heads.get(key)
-            if head is not None and not still_valid(head, shared[(id(item.suite), item.run.arm, item.run.model)][1]):
+            if head is not None and not still_valid(head, reach):
                 head = None  # a skill within its reach has changed since
             out.append((None, key, head) if head is not None else (self.court.run_context(item), key, None))
         return out
