@@ -421,11 +421,18 @@ def _skill_name(skill_md: Path) -> str:
     return folder.name
 
 
-def fold(court: Path, home: Path, *, say: Callable[[str], None] = lambda text: None) -> int:
+def fold(court: Path, home: Path) -> int:
     """Turn the court's inbox into queued changes (``auto_queue.queue_change``) and ended sessions
-    (``auto_queue.end_session``); how many events.  A fold that died halfway is finished first."""
+    (``auto_queue.end_session``); how many events.  A fold that died halfway is finished first.
+
+    What it queued goes to the court's ``auto.log`` whoever folds (the runner, or ``claude
+    status`` polling while the runner starts): the log must not depend on who came first."""
     court = Path(court)
     folder = _folder(court)
+
+    def say(text: str) -> None:
+        auto_queue.log(folder, text)
+
     inbox = court / claude_hooks.INBOX
     count = 0
     with locked(court / FOLD_LOCK):
@@ -611,7 +618,7 @@ def run_court(court: Path, *, home: Path | None = None, out: TextIO | None = Non
         auto_queue.log(folder, text)
 
     try:
-        fold(court, home, say=say)
+        fold(court, home)
         if quarantine_moved(court, home) or hidden_skills(court):
             sync_hidden(court, home, say=say)
         if auto_queue.wants_runner(folder):

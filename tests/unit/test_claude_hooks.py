@@ -179,6 +179,18 @@ def test_a_written_skill_is_queued_and_nothing_reaches_the_model(project: Path, 
     assert len(started) == 1  # a session that changed nothing starts nothing
 
 
+def test_a_change_folded_by_status_is_still_logged(project: Path, home: Path) -> None:
+    """``claude status`` folds the inbox too (it polls while the runner is starting): the
+    change it queues is in ``auto.log`` exactly as if the runner had folded it."""
+    installed(project)
+    hook("post-tool-use", post(write_skill(project)), project, home)
+    claude_court.status(project / ".skill-court", home)
+    claude_court.fold(project / ".skill-court", home)  # the runner's fold finds nothing left
+    log = (project / ".skill-court" / auto_queue.LOG_NAME).read_text()
+    assert log.count(" queued") == 1, log
+    assert f"{SKILL}: Write of " in log
+
+
 def test_nothing_is_queued_where_trials_are_off(project: Path, home: Path) -> None:
     path = write_skill(project)
     hook("post-tool-use", post(path), project, home)
