@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from pytest_skillcourt.core.printable import plain
 from pytest_skillcourt.stats.verdict import VerdictKind
-from pytest_skillcourt.core.trial import TrialResult
+from pytest_skillcourt.core.trial import Outcome, TrialResult
 
 #: The width when neither ``$COLUMNS`` nor a terminal gives one (a pipe, a log), as pytest's.
 DEFAULT_WIDTH = 80
@@ -200,6 +200,10 @@ def write_prose(tr: Any, text: str, indent: str = "", **markup: bool) -> None:
         tr.write_line(line, **markup)
 
 
+#: How many skills a hint shared by several verdicts names (then "and N more").
+SHARED_NAMES = 3
+
+
 def write_summary(tr: Any, result: TrialResult) -> None:
     """Write the verdict table, then the cause of each HURTS and hints, to the terminal reporter,
     every line within the reporter's width."""
@@ -213,9 +217,25 @@ def write_summary(tr: Any, result: TrialResult) -> None:
         for line in prose(text, width, indent):
             tr.write_line(line, **markup)
 
+    # a hint that several verdicts share (a large library repeats a few thousands of times)
+    # is said once for them all; the table above has each one's own line
+    shared: dict[tuple[VerdictKind, str, str], list[Outcome]] = {}
+    if not verbose:
+        for o in result.outcomes:
+            if o.verdict.hint and o.verdict.kind is not VerdictKind.HURTS:
+                shared.setdefault((o.verdict.kind, o.verdict.hint, o.target.model), []).append(o)
     for o in result.outcomes:
         v = o.verdict
         hurts = v.kind is VerdictKind.HURTS
+        group = shared.get((v.kind, v.hint, o.target.model), []) if v.hint and not hurts else []
+        if len(group) > 1:
+            if group[0] is o:
+                more = f" and {len(group) - SHARED_NAMES:,} more" if len(group) > SHARED_NAMES else ""
+                names = ", ".join(g.skill for g in group[:SHARED_NAMES])
+                tr.write_line("")
+                say(f"{len(group):,} verdicts {v.kind.value} on {o.target.model}: {names}{more}", bold=True)
+                say(f"hint: {v.hint}", "  ")
+            continue
         if hurts or verbose or v.hint:
             tr.write_line("")
             say(f"{o.skill} on {o.target.model}: {v.kind.value}: {v.line}", red=hurts, bold=True)

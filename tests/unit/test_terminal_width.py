@@ -135,6 +135,33 @@ def test_the_court_section_fits_the_reporters_width(width: int, verbose: int, mo
     assert ("judge t1 r1: no outcome" in text) is bool(verbose)
 
 
+def neutral(skill: str, model: str = "m1", hint: str = "success was equal in both arms") -> Outcome:
+    verdict = dataclasses.replace(decide([PairOutcome(t, 1, True, True, 100, 100) for t in ("t1", "t2")]), hint=hint)
+    return dataclasses.replace(outcome(skill, model), verdict=verdict, cause=None, judgments=(), failed=False)
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_a_hint_many_verdicts_share_is_said_once(verbose: int) -> None:
+    """A large library repeats a few hints thousands of times: each is said once, with the
+    first skills it is about and how many more; a hint of its own, a HURTS and ``-v`` keep
+    their own blocks."""
+    outcomes = (*(neutral(f"skill-{n}\x1b[31m") for n in range(5)), neutral("other", "m2"),
+                neutral("own", hint="a hint of its own"), outcome())
+    tr = Reporter(200, verbose)
+    write_summary(tr, dataclasses.replace(result(), outcomes=outcomes))
+    text = "\n".join(tr.lines)
+    assert "\x1b" not in text
+    if verbose:
+        assert text.count("hint: success was equal in both arms") == 6
+        assert " verdicts " not in text
+        return
+    assert text.count("hint: success was equal in both arms") == 2  # m1's five, and m2's one alone
+    kind = outcomes[0].verdict.kind.value
+    assert f"5 verdicts {kind} on m1: skill-0, skill-1, skill-2 and 2 more" in text
+    assert f"other on m2: {kind}" in text and f"own on m1: {kind}" in text
+    assert "hint: a hint of its own" in text and f"{LONG_SKILL} on {LONG_MODEL}: HURTS" in text
+
+
 @pytest.mark.parametrize("width", [80, 60])
 def test_the_totals_line_fits(width: int) -> None:
     tr = Reporter(width)
