@@ -79,6 +79,28 @@ def test_an_unchanged_suite_is_read_from_the_cache_as_parsing_gives_it(tmp_path:
     assert again.hash == first.hash and [t.line for t in again.tasks] == [t.line for t in first.tasks]
 
 
+def test_a_cached_suite_keeps_its_tasks_hashes_as_hashing_gives_them(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache keeps each task's ``content_hash`` (part of every run key): a cached session
+    does not hash its tasks again, and gets the very hashes parsing gives."""
+    from pytest_skillcourt.core import suite as suite_module
+
+    path, where = write(tmp_path), cache_file(tmp_path)
+    parsed = load_suite(path, SKILLS)
+    hashes, suite_hash = [t.content_hash(parsed.setup) for t in parsed.tasks], parsed.hash
+    load_with(where, path)
+
+    def no_hashing(*args: Any) -> str:
+        raise AssertionError("a cached task was hashed again")
+
+    monkeypatch.setattr(suite_module, "_inline_content_hash", no_hashing)
+    cached = load_with(where, path)
+    assert [t.content_hash(cached.setup) for t in cached.tasks] == hashes
+    assert cached.hash == suite_hash and cached == parsed
+    with pytest.raises(AssertionError, match="hashed again"):  # under another setup it is hashed
+        cached.tasks[0].content_hash("another setup")
+
+
 def test_a_changed_suite_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, where = write(tmp_path), cache_file(tmp_path)
     load_with(where, path)
@@ -98,8 +120,10 @@ def test_a_changed_suite_is_parsed_again(tmp_path: Path, monkeypatch: pytest.Mon
     lambda data: json.dumps({**data, "suites": {k: {**v, "tasks": [[1, "p", [], None, 3]]}
                                                 for k, v in data["suites"].items()}}),
     lambda data: json.dumps({**data, "suites": {k: [v] for k, v in data["suites"].items()}}),
+    lambda data: json.dumps({**data, "suites": {k: {**v, "hashes": v["hashes"][:1]} for k, v in data["suites"].items()}}),
+    lambda data: json.dumps({**data, "suites": {k: {**v, "hashes": [1, 2]} for k, v in data["suites"].items()}}),
 ], ids=["not-json", "not-a-mapping", "other-format", "other-parser", "tasks-text", "reps-bool", "id-number",
-        "entry-list"])
+        "entry-list", "hashes-short", "hashes-numbers"])
 def test_a_corrupt_or_foreign_cache_is_ignored_and_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            damage: Any) -> None:
     path, where = write(tmp_path), cache_file(tmp_path)
