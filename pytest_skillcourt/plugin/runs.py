@@ -100,9 +100,9 @@ class RunSummary:
             if record.status == NO_ANSWER:
                 reason = f"left out, not held against the skill: {reason}"
             skip = f"no outcome: {reason}"
-        # every field named, not ``dataclasses.replace`` (which looks each one up again): a
-        # cached session makes one of these per run, 24,000 for 2,000 skills
-        return RunSummary(
+        # every field named, filled at once (``_made``): a cached session makes one of these
+        # per run, 24,000 for 2,000 skills
+        return RunSummary._made(
             run=run, name=name, run_id=record.run_id, status=record.status,
             outcome=("pending-judge" if record.needs_judge else "none" if record.outcome is None else
                      "success" if record.outcome else "failure"),
@@ -114,6 +114,22 @@ class RunSummary:
     def tally(self) -> tuple[int, int, int, float]:
         """(runs, cached runs, tokens, USD) for the progress line."""
         return 1, int(self.cached), self.tokens, self.cost
+
+    @classmethod
+    def _made(cls, **fields: Any) -> RunSummary:
+        """``RunSummary(**fields)`` given every field: the same object (equal, its repr,
+        ``dataclasses.replace`` and pickling alike), its ``__dict__`` filled at once.  A
+        frozen dataclass's ``__init__`` sets its 19 fields one ``object.__setattr__`` at a
+        time: 2.9 us a summary against 0.3 us."""
+        if fields.keys() != _SUMMARY_FIELDS:
+            raise TypeError(f"RunSummary._made takes every field, and no other: {sorted(_SUMMARY_FIELDS ^ fields.keys())}")
+        made = object.__new__(cls)
+        made.__dict__.update(fields)
+        return made
+
+
+#: The fields of a :class:`RunSummary` (``_made`` is given every one).
+_SUMMARY_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSummary))
 
 
 @dataclass(frozen=True)

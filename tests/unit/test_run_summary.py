@@ -79,3 +79,26 @@ def test_with_record_keeps_every_field_it_does_not_take_from_the_record() -> Non
     assert {name: getattr(got, name) for name in own} == {name: getattr(marked, name) for name in own}
     assert got.early_stop is True and got.run == base.run and got.name == "t1[with]"
     assert own == {"run", "name", "early_stop"}, "a new RunSummary field: say in FROM_RECORD or here where it comes from"
+
+
+def test_a_summary_made_at_once_is_the_dataclass_one() -> None:
+    """``of_record`` fills the summary's fields at once (``RunSummary._made``): it must be
+    the object ``RunSummary(**fields)`` makes, every field set, frozen, hashable alike."""
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    for got in batch().runs[:4]:
+        fields = {f.name: getattr(got, f.name) for f in dataclasses.fields(RunSummary)}
+        made = RunSummary(**fields)
+        assert vars(got) == vars(made) and got == made and repr(got) == repr(made) and hash(got) == hash(made)
+        assert pickle.loads(pickle.dumps(got)) == got
+        assert dataclasses.replace(got, cached=not got.cached).cached is not got.cached
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.cached = True  # type: ignore[misc]
+    with pytest.raises(TypeError, match="every field"):
+        RunSummary._made(run=summary("t1", "with").run, name="t1[with]")
+    fields = {f.name: getattr(got, f.name) for f in dataclasses.fields(RunSummary)}
+    with pytest.raises(TypeError, match="'cost', 'cost_usd'"):  # a misspelt field is not a field
+        RunSummary._made(**{**{k: v for k, v in fields.items() if k != "cost_usd"}, "cost": 0.0})
