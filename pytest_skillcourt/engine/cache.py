@@ -100,7 +100,8 @@ class RunKeys:
             if name in _RUN_OWN:
                 pieces += [name, text]
             else:
-                pieces[-1] += json.dumps(group[name]) + text
+                value = group[name]
+                pieces[-1] += (_json_str(value) if type(value) is str else json.dumps(value)) + text
         self._pieces = tuple(pieces)  # text, own part, text, own part, text, own part, text
         self._prefix = hashlib.sha256(pieces[0].encode())  # hashed once, copied for each run
 
@@ -115,14 +116,14 @@ class RunKeys:
         return digest.hexdigest()
 
 
-#: The session's templates of run key texts, by their parts' JSON (:func:`_template`).
-_TEMPLATES: dict[str, tuple[str, ...]] = {}
+#: The session's templates of run key texts, by their parts (:func:`_template`).
+_TEMPLATES: dict[tuple[tuple[str, Any], ...], tuple[str, ...]] = {}
 
 
 def _template(shared: dict[str, Any]) -> tuple[str, ...]:
     """The text of a run key with the session's parts ``shared`` in place and every other
     part's place marked: text, place name, text, ..., text (in the sorted keys' order)."""
-    known = json.dumps(shared, sort_keys=True)
+    known = tuple(sorted(shared.items()))  # the parts are text: as good a key as their JSON, and cheaper
     found = _TEMPLATES.get(known)
     if found is None:
         text = json.dumps({**shared, **_PLACES}, sort_keys=True)

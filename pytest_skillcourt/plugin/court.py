@@ -246,6 +246,9 @@ class Court:
     # -- services ----------------------------------------------------------------------------
 
     def store(self) -> Store:
+        opened = self._store  # once open it stays (until ``close``): no lock for each of a session's runs
+        if opened is not None:
+            return opened  # type: ignore[no-any-return]
         with self._store_lock:
             if self._store is None:
                 store = Store(self.settings.store, check=self.role.check_store)
