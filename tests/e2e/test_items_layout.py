@@ -119,6 +119,24 @@ def test_early_stop_skips_the_later_tasks_inside_the_item(pytester: pytest.Pytes
     assert doc["verdicts"][0]["verdict"]["kind"] == "NEUTRAL"
 
 
+def test_a_served_item_still_stops_early(pytester: pytest.Pytester, server: LLMServer) -> None:
+    """Every run of the item in the store (a session without early stop made all 12): the
+    next session serves it from the store and still skips the last two tasks' runs by the
+    early stop, as when they had to be made."""
+    server.set_handler(_right)
+    _project(pytester, server, 6)
+    run_court(pytester, *SKILL, "--skill-court-no-early-stop").assert_outcomes(passed=2)
+    assert len(server.chat_requests()) == 12
+    result = run_court(pytester, *SKILL, "--skill-court-json", "out.json")
+    result.assert_outcomes(passed=2)
+    assert len(server.chat_requests()) == 12  # nothing made
+    runs = junit_properties(pytester.path / "junit.xml")["skills_tests.house-format.yaml::runs[test-model]"]
+    assert runs["early_stopped"] == "4" and runs["outcomes"] == "8 success, 4 skipped"
+    assert runs["cached_runs"] == "8" and runs["run[t6[without]]"].startswith("skipped: early stop")
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["early_stop_skipped_runs"] == 4 and doc["verdicts"][0]["verdict"]["kind"] == "NEUTRAL"
+
+
 def test_no_budget_skips_the_item_with_the_reason(pytester: pytest.Pytester, server: LLMServer) -> None:
     server.set_handler(_right)
     _project(pytester, server, 2)
