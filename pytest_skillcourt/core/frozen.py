@@ -70,7 +70,9 @@ class SuiteSource:
         return "working tree"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # its fields by hand: ``dataclasses.asdict`` deep-copies each value, for every suite of a session
+        return {"kind": self.kind, "ref": self.ref, "commit": self.commit,
+                "changed_with_skill": self.changed_with_skill}
 
 
 def _git(top: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess[Any]:

@@ -150,10 +150,8 @@ def _batch_line(run: RunSummary) -> str:
         return f"skipped: {run.skip_reason}"
     if run.error is not None:
         return f"error: {run.error}"
-    cost = "" if run.cost_usd is None else f"{run.cost_usd:.6f}"
-    return ", ".join([run.outcome, f"{run.duration_s:.1f}s", f"{run.tokens} tok",
-                      *([f"${cost}"] if cost else []), *(["cached"] if run.cached else []),
-                      f"run {run.run_id}"])
+    cost = "" if run.cost_usd is None else f", ${run.cost_usd:.6f}"
+    return f"{run.outcome}, {run.duration_s:.1f}s, {run.tokens} tok{cost}{', cached' if run.cached else ''}, run {run.run_id}"
 
 
 def batch_properties(batch: BatchSummary) -> list[tuple[str, object]]:

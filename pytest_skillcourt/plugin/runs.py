@@ -14,6 +14,7 @@ strings once, at the edge: ``junit.run_properties`` (the item's ``user_propertie
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
@@ -143,10 +144,12 @@ class BatchSummary:
     runs: tuple[RunSummary, ...] = ()
     finished: bool = False
 
-    @property
-    def done(self) -> list[RunSummary]:
-        """The runs that reached an outcome (neither skipped nor failed)."""
-        return [r for r in self.runs if r.skip_reason is None and r.error is None]
+    @functools.cached_property
+    def done(self) -> tuple[RunSummary, ...]:
+        """The runs that reached an outcome (neither skipped nor failed).  Found once: the
+        totals, the properties and the progress line each ask (a frozen instance's runs
+        never change; ``cached_property`` keeps it beside the fields, not among them)."""
+        return tuple(r for r in self.runs if r.skip_reason is None and r.error is None)
 
     @property
     def cached(self) -> int:
@@ -182,7 +185,12 @@ class BatchSummary:
         return out
 
     def counts(self) -> dict[str, int]:
-        """How many runs ended each way, in :data:`BATCH_OUTCOMES` order."""
+        """How many runs ended each way, in :data:`BATCH_OUTCOMES` order (not to be changed:
+        counted once)."""
+        return self._counts
+
+    @functools.cached_property
+    def _counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
         for r in self.runs:
             what = "skipped" if r.skip_reason is not None else "error" if r.error is not None else r.outcome

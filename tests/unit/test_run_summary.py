@@ -53,6 +53,9 @@ def test_junit_strings_are_made_from_the_summary() -> None:
     assert props["cost_usd"] == "0.002468" and props["cached_runs"] == 1 and props["early_stopped"] == 1
     assert props["run[t1[with]]"] == "success, 2.2s, 120 tok, $0.001234, cached, run T-t1-with"
     assert props["run[t4[with]]"] == "skipped: early stop: same" and props["skipped[t4]"] == "early stop: same"
+    unpriced = summary("t5", "without").with_record(record("t5", "without", cost=None), cached=False)
+    assert dict(item_properties(BatchSummary("skills_tests/s.yaml", "s", "custom/m", (unpriced,), finished=True)))[
+        "run[t5[without]]"] == "success, 2.2s, 120 tok, run T-t5-without"
     run = item_properties(batch().runs[0])
     assert run[:5] == [("skill_court_run", "T-t1-with"), ("skill", "s"), ("model", "custom/m"), ("arm", "with"),
                        ("rep", 1)]
