@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_skillcourt.core.atomic import write_atomic
 from pytest_skillcourt.core.clock import utc_now
 from pytest_skillcourt.core.records import RunHead, RunRecord
 from pytest_skillcourt.core.store_appeals import AppealTable
 from pytest_skillcourt.core.store_history import QuarantineHistoryTable
 from pytest_skillcourt.core.store_part import valid_text
 from pytest_skillcourt.core.store_verdicts import VerdictTables
+from pytest_skillcourt.core.trees import stat_text
 from pytest_skillcourt.core.trial import TrialHead, TrialRun
 
 
@@ -196,6 +198,9 @@ def damaged(path: Path, detail: str) -> StoreError:
 
 #: How many problems ``PRAGMA quick_check`` reports at most (the first one is shown).
 _CHECK_ROWS = 5
+#: Beside the store (``court.db.checked``): the stat of the file as the last connection that
+#: found it sound left it (``Store._left_as_checked``).
+CHECKED_SUFFIX = ".checked"
 
 
 class GuardedConnection:
@@ -311,8 +316,13 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
                                      check_same_thread=False)
             self._db = GuardedConnection(db, self.path)
             self._db.execute("PRAGMA busy_timeout = 60000")
+            #: this connection found the file sound (checked it, or found it as a checked one was
+            #: left): its close may say so (``_stamp``)
+            self._sound = False
             if check and (readonly or existed):  # before anything writes to it
-                self._check_integrity()
+                if not self._left_as_checked():
+                    self._check_integrity()
+                self._sound = True
             if not readonly:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
@@ -362,6 +372,48 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             except (sqlite3.Error, StoreError):  # another process is reading or writing: its
                 pass  # close checkpoints; a damaged file was already reported
         self._db.close()
+        if self._sound and not self.readonly:
+            self._stamp()
+
+    # -- the integrity check, once per change of the file ------------------------------------------
+
+    def _stamp_path(self) -> Path:
+        return self.path.with_name(self.path.name + CHECKED_SUFFIX)
+
+    def _wal_written(self) -> bool:
+        """Whether the file's write-ahead log holds frames (a connection still open, or one
+        that ended without its checkpoint): the file alone is then not the store."""
+        try:
+            return self.path.with_name(self.path.name + "-wal").stat().st_size > 0
+        except OSError:
+            return False
+
+    def _stamp(self) -> None:
+        """At the close of a connection that found the file sound: note the file's stat as
+        it is left (``court.db.checked``), for the next open to skip the check while it is
+        unchanged.  Nothing is noted while the log holds frames; an error writing it is
+        left unsaid (the next open checks)."""
+        try:
+            if self._wal_written():
+                self._stamp_path().unlink(missing_ok=True)
+                return
+            write_atomic(self._stamp_path(), json.dumps({"stat": stat_text(self.path.stat())}))
+        except OSError:
+            pass
+
+    def _left_as_checked(self) -> bool:
+        """Whether the file is exactly as a connection that found it sound left it: the same
+        stat (size, mtime and ctime in ns, inode, device: a write, a copy or a restored
+        mtime changes one) and no frames in its log.  The check then has nothing new to
+        read: on a store of real transcripts (gigabytes) it took seconds each session.
+        Damage that changes no stat (a failing disk) still surfaces, as SQLite's read
+        error, readable (:func:`damaged`)."""
+        try:
+            stamp = json.loads(self._stamp_path().read_text(encoding="utf-8"))
+            now = stat_text(self.path.stat())
+        except (OSError, ValueError):
+            return False
+        return isinstance(stamp, dict) and stamp.get("stat") == now and not self._wal_written()
 
     @contextmanager
     def _write(self) -> Iterator[GuardedConnection]:
