@@ -151,7 +151,8 @@ def _batch_line(run: RunSummary) -> str:
     if run.error is not None:
         return f"error: {run.error}"
     cost = "" if run.cost_usd is None else f", ${run.cost_usd:.6f}"
-    return f"{run.outcome}, {run.duration_s:.1f}s, {run.tokens} tok{cost}{', cached' if run.cached else ''}, run {run.run_id}"
+    cached = ", cached" if run.cached else ""
+    return f"{run.outcome}, {run.duration_s:.1f}s, {run.tokens} tok{cost}{cached}, run {run.run_id}"
 
 
 def batch_properties(batch: BatchSummary) -> list[tuple[str, object]]:

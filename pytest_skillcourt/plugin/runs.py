@@ -123,7 +123,8 @@ class RunSummary:
         frozen dataclass's ``__init__`` sets its 19 fields one ``object.__setattr__`` at a
         time: 2.9 us a summary against 0.3 us."""
         if fields.keys() != _SUMMARY_FIELDS:
-            raise TypeError(f"RunSummary._made takes every field, and no other: {sorted(_SUMMARY_FIELDS ^ fields.keys())}")
+            wrong = sorted(_SUMMARY_FIELDS ^ fields.keys())
+            raise TypeError(f"RunSummary._made takes every field, and no other: {wrong}")
         made = object.__new__(cls)
         made.__dict__.update(fields)
         return made

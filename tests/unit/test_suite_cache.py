@@ -120,7 +120,8 @@ def test_a_changed_suite_is_parsed_again(tmp_path: Path, monkeypatch: pytest.Mon
     lambda data: json.dumps({**data, "suites": {k: {**v, "tasks": [[1, "p", [], None, 3]]}
                                                 for k, v in data["suites"].items()}}),
     lambda data: json.dumps({**data, "suites": {k: [v] for k, v in data["suites"].items()}}),
-    lambda data: json.dumps({**data, "suites": {k: {**v, "hashes": v["hashes"][:1]} for k, v in data["suites"].items()}}),
+    lambda data: json.dumps({**data, "suites": {k: {**v, "hashes": v["hashes"][:1]}
+                                                for k, v in data["suites"].items()}}),
     lambda data: json.dumps({**data, "suites": {k: {**v, "hashes": [1, 2]} for k, v in data["suites"].items()}}),
 ], ids=["not-json", "not-a-mapping", "other-format", "other-parser", "tasks-text", "reps-bool", "id-number",
         "entry-list", "hashes-short", "hashes-numbers"])
