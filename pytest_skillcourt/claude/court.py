@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -429,10 +430,7 @@ def fold(court: Path, home: Path) -> int:
     status`` polling while the runner starts): the log must not depend on who came first."""
     court = Path(court)
     folder = _folder(court)
-
-    def say(text: str) -> None:
-        auto_queue.log(folder, text)
-
+    say = functools.partial(auto_queue.log, folder)
     inbox = court / claude_hooks.INBOX
     count = 0
     with locked(court / FOLD_LOCK):
@@ -613,10 +611,7 @@ def run_court(court: Path, *, home: Path | None = None, out: TextIO | None = Non
     court = Path(court).absolute()
     home = Path(home or Path.home())
     folder = _folder(court)
-
-    def say(text: str) -> None:
-        auto_queue.log(folder, text)
-
+    say = functools.partial(auto_queue.log, folder)
     try:
         fold(court, home)
         if quarantine_moved(court, home) or hidden_skills(court):

@@ -246,6 +246,16 @@ class NotRun:
     early_stop: bool = False
 
 
+def _not_had(item: OneRun, why: NotRun) -> RunSummary:
+    """The summary of ``item``'s run that will not be had in this session (a skip)."""
+    return RunSummary(item.run, item.name, early_stop=why.early_stop, skip_reason=why.reason)
+
+
+def _why(err: BaseException) -> str:
+    """What a run that failed with no record ended with, for the store (``record_ended``)."""
+    return str(getattr(err, "msg", "") or err) or type(err).__name__
+
+
 @dataclasses.dataclass
 class RunGroup:
     """The run items of one suite, model and early-stop phase, in run order; or every runs
@@ -349,7 +359,7 @@ class Runs:
         error is in it, not raised."""
         got = self.ahead.result(item) if self.ahead is not None and self.ahead.has(item) else self.obtain(item)
         if isinstance(got, NotRun):
-            return RunSummary(item.run, item.name, early_stop=got.early_stop, skip_reason=got.reason)
+            return _not_had(item, got)
         return RunSummary.of_record(item.run, item.name, got.record, got.cached)
 
     def reuse(self, item: OneRun) -> RunSummary:
@@ -361,12 +371,12 @@ class Runs:
         item.looked_up = None
         if stop is not None:
             self._ended_without_record(item, stop.reason)
-            return RunSummary(item.run, item.name, early_stop=stop.early_stop, skip_reason=stop.reason)
+            return _not_had(item, stop)
         assert found is not None and found[2] is not None
         try:
             self.court.store().record_run(found[2], trial=self.court.trial, cached=True)
         except BaseException as err:  # as obtain: failed with no record, nobody may wait for it
-            self._ended_without_record(item, str(err) or type(err).__name__)
+            self._ended_without_record(item, _why(err))
             raise
         return RunSummary.of_record(item.run, item.name, found[2], True)
 
@@ -381,7 +391,7 @@ class Runs:
         try:
             got = self._obtain(item, store)
         except BaseException as err:  # failed with no record: nobody may wait for it
-            self._ended_without_record(item, str(getattr(err, "msg", "") or err) or type(err).__name__)
+            self._ended_without_record(item, _why(err))
             raise
         if isinstance(got, NotRun):
             self._ended_without_record(item, got.reason)

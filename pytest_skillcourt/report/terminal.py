@@ -227,7 +227,7 @@ def write_summary(tr: Any, result: TrialResult) -> None:
     for o in result.outcomes:
         v = o.verdict
         hurts = v.kind is VerdictKind.HURTS
-        group = shared.get((v.kind, v.hint, o.target.model), []) if v.hint and not hurts else []
+        group = shared.get((v.kind, v.hint, o.target.model), [])  # only hints of non-HURTS, without -v
         if len(group) > 1:
             if group[0] is o:
                 more = f" and {len(group) - SHARED_NAMES:,} more" if len(group) > SHARED_NAMES else ""
