@@ -188,8 +188,8 @@ class ItemHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """The item's summary onto its report (``report.skill_court_run``), and as its
-        ``user_properties`` (JUnit's strings, made here once).  A skipped run (budget,
+        """The item's summary onto its call's report (``report.skill_court_run``), and as
+        its call's and teardown's ``user_properties`` (JUnit's strings, made here once).  A skipped run (budget,
         early stop, no outcome) points at its task in the suite file, not at the line of
         this plugin that skipped it."""
         report = yield
@@ -197,7 +197,8 @@ class ItemHooks:
             return report
         summary = getattr(item, SUMMARY, None)
         if summary is not None and call.when != "setup":
-            setattr(report, SUMMARY, summary)
+            if call.when == "call":  # read from the call's report only: not sent twice by xdist
+                setattr(report, SUMMARY, summary)
             made = getattr(item, PROPERTIES, None)  # the call's and the teardown's: made once
             if made is None or made[0] is not summary:
                 made = (summary, item_properties(summary))

@@ -3,6 +3,7 @@ plain data and turned into JUnit's strings in one place (``plugin/junit.py``).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pytest_skillcourt.core.records import ANSWERED, HARNESS_ERROR, RunRecord
@@ -35,6 +36,18 @@ def batch() -> BatchSummary:
 def test_a_summary_travels_as_json_and_comes_back_the_same() -> None:
     for value in (batch(), batch().runs[0], summary("t9", "without")):
         assert summary_from_dict(json.loads(json.dumps(summary_to_dict(value)))) == value
+
+
+def test_a_summary_is_sent_as_dataclasses_asdict_gives_it() -> None:
+    """``summary_to_dict`` writes its fields itself (no recursive deep copy): the same data,
+    in the same order, as ``dataclasses.asdict`` with the kind first."""
+    for value in (batch(), batch().runs[1], summary("t9", "without")):
+        kind = "batch" if isinstance(value, BatchSummary) else "run"
+        expected = {"kind": kind, **dataclasses.asdict(value)}
+        got = summary_to_dict(value)
+        assert got == expected and list(got) == list(expected)
+        if kind == "batch":
+            assert [list(r) for r in got["runs"]] == [list(r) for r in expected["runs"]]
 
 
 def test_a_record_gives_the_runs_skip_or_failure() -> None:
