@@ -66,23 +66,26 @@ def run_served(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     def teardown() -> None:
         session._setupstate.teardown_exact(None if session.shouldfail or session.shouldstop else nextitem)
 
-    setup = _phase(item, "setup", lambda: None)
+    reraise: tuple[type[BaseException], ...] = (pytest.exit.Exception,)
+    if not item.config.getoption("usepdb", False):
+        reraise += (KeyboardInterrupt,)
+    setup = _phase(item, ihook, reraise, "setup", lambda: None)
     if setup.passed:
-        _phase(item, "call", item.runtest)
-    _phase(item, "teardown", teardown)
+        _phase(item, ihook, reraise, "call", item.runtest)
+    _phase(item, ihook, reraise, "teardown", teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
 
-def _phase(item: pytest.Item, when: Any, fn: Any) -> pytest.TestReport:
-    """One phase as pytest's ``call_and_report`` does it, less the phase hook."""
-    reraise: tuple[type[BaseException], ...] = (pytest.exit.Exception,)
-    if not item.config.getoption("usepdb", False):
-        reraise += (KeyboardInterrupt,)
+def _phase(item: pytest.Item, ihook: Any, reraise: tuple[type[BaseException], ...], when: Any,
+           fn: Any) -> pytest.TestReport:
+    """One phase as pytest's ``call_and_report`` does it, less the phase hook.  ``ihook``
+    and ``reraise`` are the item's, asked once per item, not per phase (``item.ihook``
+    finds the conftests of the item's folder each time it is asked)."""
     call = pytest.CallInfo.from_call(fn, when=when, reraise=reraise)
-    report: pytest.TestReport = item.ihook.pytest_runtest_makereport(item=item, call=call)
-    item.ihook.pytest_runtest_logreport(report=report)
+    report: pytest.TestReport = ihook.pytest_runtest_makereport(item=item, call=call)
+    ihook.pytest_runtest_logreport(report=report)
     if call.excinfo is not None and not report.skipped and not isinstance(
             call.excinfo.value, (pytest.skip.Exception, bdb.BdbQuit)):
-        item.ihook.pytest_exception_interact(node=item, call=call, report=report)  # --pdb
+        ihook.pytest_exception_interact(node=item, call=call, report=report)  # --pdb
     return report
