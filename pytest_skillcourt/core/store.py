@@ -540,11 +540,9 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
             rows = self._db.execute(
                 f"SELECT cache_key, run_id, {column} FROM runs WHERE cache_key IN ({marks}) AND cacheable = 1 "
                 "ORDER BY created_at DESC, rowid DESC", chunk).fetchall()
-            newest: dict[str, tuple[str, Any]] = {}
-            for key, run_id, value in rows:
-                if key not in newest:  # the newest of its key
-                    newest[key] = (run_id, value)
-            yield newest
+            # the newest of each key: the rows are newest first, so the oldest are written first
+            # and the newer of a key written over them
+            yield {key: (run_id, value) for key, run_id, value in reversed(rows)}
 
     def _heads_of(self, texts: list[str | None]) -> list[RunHead | None]:
         """Runs' heads from their ``head`` column; None for one that has none this version

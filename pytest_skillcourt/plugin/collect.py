@@ -90,6 +90,8 @@ class RunSpec:
     def name(self) -> str:
         """The name its run item would have (``t1[with]``), as the reports name the run."""
         run = self.run
+        if (self.suite.reps or 1) <= 1:  # ``run_item_params`` of one rep and no model: the arm
+            return f"{run.task_id}[{run.arm}]"
         return f"{run.task_id}[{run_item_params(run.arm, run.rep, self.suite.reps or 1, '', 1)}]"
 
 

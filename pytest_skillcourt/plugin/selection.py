@@ -85,6 +85,12 @@ def arrange(court: Court, runs: Runs, config: pytest.Config, items: list[pytest.
     first: dict[tuple[str, str], list[str]] = {}
     reps: dict[tuple[str, str], int] = {}
     for item in keep:
+        if isinstance(item, RunsItem) and item.runs:  # one suite and model: its tasks at once
+            key = (item.suite_rel, item.model)
+            tasks = first.setdefault(key, [])
+            tasks += [t for t in dict.fromkeys(spec.run.task_id for spec in item.runs) if t not in tasks]
+            reps[key] = max(reps.get(key, 0), max(spec.run.rep for spec in item.runs))
+            continue
         for run in _runs_of(item):
             key = (run.suite_rel, run.model)
             tasks = first.setdefault(key, [])
