@@ -150,6 +150,21 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_head_by_id ON runs(run_id, head);
     DROP INDEX IF EXISTS runs_by_key;
     """,
+    # v11: a trial's marks kept in the order of their key alone (WITHOUT ROWID).  A rowid table
+    # stored each mark twice, as its row and in the key's index: a cached session of 2,000
+    # skills wrote 24,000 of each, and grew the store by 10.1 MB (7.9 MB now); its writes took
+    # 0.09 s against 0.06 s.  Every read of it (by trial, in the key's order) reads the key.
+    """
+    CREATE TABLE trial_runs_v11 (
+        trial TEXT NOT NULL, run_id TEXT NOT NULL, skill TEXT NOT NULL, model TEXT NOT NULL,
+        suite TEXT NOT NULL, task_id TEXT NOT NULL, arm TEXT NOT NULL, rep INTEGER NOT NULL,
+        cached INTEGER NOT NULL, PRIMARY KEY (trial, suite, task_id, arm, rep, model)
+    ) WITHOUT ROWID;
+    INSERT INTO trial_runs_v11(trial, run_id, skill, model, suite, task_id, arm, rep, cached)
+        SELECT trial, run_id, skill, model, suite, task_id, arm, rep, cached FROM trial_runs;
+    DROP TABLE trial_runs;
+    ALTER TABLE trial_runs_v11 RENAME TO trial_runs;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The schema version that added ``runs.head`` (filled for the rows already there: :func:`_fill_heads`).

@@ -18,7 +18,7 @@ from tests.support.builders import run_record
 def test_fresh_store_is_wal_at_current_version(tmp_path: Path) -> None:
     store = Store(tmp_path / "deep" / "court.db")
     db = sqlite3.connect(tmp_path / "deep" / "court.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
 
@@ -37,7 +37,7 @@ def test_v1_store_migrates_forward_and_keeps_its_rows(tmp_path: Path) -> None:
     store.start_trial("new", rootdir="/r", argv=["--skill-court"], skills_dir="/r/lib")
     assert (store.trial_info("new") or {})["skills_dir"] == "/r/lib"
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
 
 
 def test_v6_store_loses_the_index_of_marks_by_run_and_prune_still_finds_unused_runs(tmp_path: Path) -> None:
