@@ -189,9 +189,9 @@ class ItemHooks:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """The item's summary onto its call's report (``report.skill_court_run``), and as
-        its call's and teardown's ``user_properties`` (JUnit's strings, made here once).  A skipped run (budget,
-        early stop, no outcome) points at its task in the suite file, not at the line of
-        this plugin that skipped it."""
+        its call's and teardown's ``user_properties`` (JUnit's strings, made here once).
+        A skipped run (budget, early stop, no outcome) points at its task in the suite
+        file, not at the line of this plugin that skipped it."""
         report = yield
         if not isinstance(item, (RunItem, RunsItem)):
             return report

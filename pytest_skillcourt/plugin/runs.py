@@ -211,7 +211,8 @@ Summary = RunSummary | BatchSummary
 def summary_to_dict(summary: Summary) -> dict[str, Any]:
     """``summary`` as plain data (xdist sends reports as such): what ``dataclasses.asdict``
     gives, field by field (its fields hold no container but the run's :class:`RunId` and a
-    batch's runs), without its recursive deep copy: 170 us a summary, in every xdist worker."""
+    batch's runs), without its recursive deep copy (under cProfile, 0.045 s of an xdist
+    worker's 0.68 s for its 268 summaries)."""
     if isinstance(summary, BatchSummary):
         return {"kind": "batch", "suite_rel": summary.suite_rel, "skill": summary.skill, "model": summary.model,
                 "runs": tuple(_run_dict(r) for r in summary.runs), "finished": summary.finished}
