@@ -303,17 +303,22 @@ def _translate(err: sqlite3.DatabaseError, path: Path) -> Exception:
 class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
     """A connection to the store; cheap to open, one per process."""
 
-    def __init__(self, path: Path, *, readonly: bool = False, check: bool = True):
+    def __init__(self, path: Path, *, readonly: bool = False, check: bool = True, fold: bool = True):
         """Open (making and migrating it when needed) the store at ``path``.
 
         ``check``: run ``PRAGMA quick_check`` on an existing file first (about
         1.5 s per 100 MB); xdist workers skip it, their controller has run it.
+        ``fold``: fold the write-ahead log into the file at :meth:`close`; xdist workers
+        leave it to their controller, which closes last (a fold waits for every other
+        connection's reads and writes to end: a worker's waited on the controller's
+        verdicts and on the other worker's own fold).
 
         Raises:
             StoreError: the file is not a usable store (damaged, newer schema).
         """
         self.path = Path(path)
         self.readonly = readonly
+        self._fold = fold
         self._hold = False
         #: with hold_marks(max_age_s=...): how long a held mark may wait, and since when the oldest has
         self._hold_max_age = float("inf")
@@ -394,7 +399,8 @@ class Store(VerdictTables, AppealTable, QuarantineHistoryTable):
         if not self.readonly:
             try:
                 self.flush_marks()
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if self._fold:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except (sqlite3.Error, StoreError):  # another process is reading or writing: its
                 pass  # close checkpoints; a damaged file was already reported
         self._db.close()

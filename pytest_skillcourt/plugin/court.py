@@ -64,6 +64,9 @@ class Role:
     workers: int = 1
     #: whether opening the store checks it (the controller's does, once per session)
     check_store: bool = True
+    #: whether closing the store folds its write-ahead log into the file (the controller's
+    #: does, last: ``Store(fold=...)``)
+    fold_store: bool = True
     #: how long the store holds the marks of cached runs (None: until it must write them)
     mark_max_age_s: float | None = None
 
@@ -251,7 +254,7 @@ class Court:
             return opened  # type: ignore[no-any-return]
         with self._store_lock:
             if self._store is None:
-                store = Store(self.settings.store, check=self.role.check_store)
+                store = Store(self.settings.store, check=self.role.check_store, fold=self.role.fold_store)
                 # another worker's early stop may wait for a worker's marks: not for long
                 store.hold_marks(max_age_s=self.role.mark_max_age_s)
                 self._store = LockedStore(store) if self.settings.concurrency > 1 else store

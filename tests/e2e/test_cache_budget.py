@@ -268,6 +268,9 @@ def test_an_xdist_controller_records_the_suites_as_one_process_does(
     two_suites(pytester, server.base_url)
     run_court(pytester, "--skill-court-json", "one.json", subprocess=True).assert_outcomes(passed=14)
     run_court(pytester, "-n", "2", "--skill-court-json", "two.json", subprocess=True).assert_outcomes(passed=14)
+    # the workers leave the write-ahead log to the controller, whose close folds it: the file alone is the store
+    wal = pytester.path / ".skill-court" / "court.db-wal"
+    assert (pytester.path / ".skill-court" / "court.db").is_file() and (not wal.exists() or wal.stat().st_size == 0)
 
     def facts(name: str) -> dict[str, tuple]:
         doc = json.loads((pytester.path / name).read_text())

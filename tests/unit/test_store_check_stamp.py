@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from pytest_skillcourt.core.store import CHECKED_SUFFIX, Store, StoreError
+from tests.support.builders import run_record
 
 
 @pytest.fixture
@@ -101,3 +103,34 @@ def test_a_worker_that_did_not_check_stamps_nothing(tmp_path: Path, checks: list
     assert not (tmp_path / ("court.db" + CHECKED_SUFFIX)).exists()
     Store(path).close()
     assert len(checks) == 1
+
+
+def test_a_store_that_does_not_fold_closes_while_another_connection_reads(tmp_path: Path) -> None:
+    """An xdist worker's store (``fold=False``) closes without folding the write-ahead log:
+    a fold (``wal_checkpoint(TRUNCATE)``) waits until every other connection's reads and
+    writes end, so a worker's close waited on its controller's verdicts.  The controller's
+    store, closing last, folds what the workers wrote."""
+    path = tmp_path / "court.db"
+    Store(path).close()
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM runs").fetchone()  # a read transaction held open
+    done: dict[str, threading.Thread] = {}
+    for fold in (False, True):
+        store = Store(path, check=False, fold=fold)
+        store.record_run(run_record(f"r-{fold}", f"k-{fold}"), trial="t1", cached=False)
+        closing = done[str(fold)] = threading.Thread(target=store.close, daemon=True)
+        closing.start()
+        closing.join(timeout=10 if not fold else 1)
+    assert not done["False"].is_alive(), "a store that does not fold closes at once"
+    assert done["True"].is_alive(), "a fold waits for the reader"
+    assert (tmp_path / "court.db-wal").stat().st_size > 0
+    reader.execute("COMMIT")
+    reader.close()
+    done["True"].join(timeout=30)
+    assert not done["True"].is_alive()
+    wal = tmp_path / "court.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0, "the last close folded every frame"
+    store = Store(path, check=False)
+    assert {h.run_id for h in store.cached_heads(["k-False", "k-True"]).values()} == {"r-False", "r-True"}
+    store.close()
