@@ -144,6 +144,11 @@ class Profile:
     def state(self) -> dict[str, Any]:
         return auto_queue.read_state(self.home)
 
+    def log(self) -> str:
+        """The runner's ``auto.log`` as it is now ("" before it is made)."""
+        path = self.data / "auto.log"
+        return path.read_text() if path.exists() else ""
+
     def wait(self, done: Callable[[dict[str, Any]], bool], timeout: float = 420) -> dict[str, Any]:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -196,6 +201,8 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     assert (profile.home / "skills" / "writing" / SKILL / "SKILL.md").read_text() == SKILL_MD
     state = profile.wait(closed)
     wall = time.monotonic() - started
+    # the runner closes the change, sweeps, then says it leaves: wait for the line, not just the state
+    profile.wait(lambda _: "the queue is empty; exiting" in profile.log(), 60)
     (change,) = state["changes"]
     assert (change["skill"], change["session_id"], change["action"], change["status"]) == \
         (SKILL, session, "create", "done"), change
@@ -206,7 +213,7 @@ def test_a_skill_the_agent_wrote_goes_on_trial_and_is_hidden_with_a_notice(profi
     # The quarantine is in the very file the plugin reads.
     (entry,) = read_entries(profile.data / "quarantine.json")
     assert (entry.skill, entry.set_by) == (SKILL, "trial") and entry.hides_from("test-model")
-    log = (profile.data / "auto.log").read_text()
+    log = profile.log()
     assert f"{SKILL}: create by session {session} queued" in log and "the queue is empty; exiting" in log
     assert re.search(r"runner \d+ started", log)
     calls = [r for r in profile.server.chat_requests() if not is_hermes_session(r)]
