@@ -355,10 +355,11 @@ class Runs:
         reuse = self.ahead is None and all(spec.looked_up is not None and spec.looked_up[2] is not None
                                            for spec in item.runs)
         summaries = []
+        store, trial = (self.court.store(), self.court.trial) if reuse else (None, "")
         for spec in item.runs:
             try:
                 try:
-                    summaries.append(self.reuse(spec) if reuse else self.run_one(spec))
+                    summaries.append(self.reuse(spec, store, trial) if reuse else self.run_one(spec))
                 except StoreError as err:
                     raise SkillCourtError(str(err)) from None
             except SkillCourtError as err:
@@ -378,10 +379,13 @@ class Runs:
             return _not_had(item, got)
         return RunSummary.of_record(item.run, item.name, got.record, got.cached)
 
-    def reuse(self, item: OneRun) -> RunSummary:
+    def reuse(self, item: OneRun, store: Any = None, trial: str = "") -> RunSummary:
         """:meth:`run_one` of a run whose head the look-up found (``item.looked_up``): what
         :meth:`obtain` does for it, without the steps of a run to make (a cached session
-        of 24,000 runs went through them for each)."""
+        of 24,000 runs went through them for each).  ``store`` and ``trial``: the court's,
+        asked once per runs item by its caller."""
+        if store is None:
+            store, trial = self.court.store(), self.court.trial
         stop = self._stop(item)
         found = item.looked_up
         item.looked_up = None
@@ -390,7 +394,7 @@ class Runs:
             return _not_had(item, stop)
         assert found is not None and found[2] is not None
         try:
-            self.court.store().record_run(found[2], trial=self.court.trial, cached=True)
+            store.record_run(found[2], trial=trial, cached=True)
         except BaseException as err:  # as obtain: failed with no record, nobody may wait for it
             self._ended_without_record(item, _why(err))
             raise
