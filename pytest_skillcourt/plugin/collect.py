@@ -90,8 +90,6 @@ class RunSpec:
     def name(self) -> str:
         """The name its run item would have (``t1[with]``), as the reports name the run."""
         run = self.run
-        if (self.suite.reps or 1) <= 1:  # ``run_item_params`` of one rep and no model: the arm
-            return f"{run.task_id}[{run.arm}]"
         return f"{run.task_id}[{run_item_params(run.arm, run.rep, self.suite.reps or 1, '', 1)}]"
 
 
@@ -124,6 +122,8 @@ def model_ids(models: tuple[str, ...]) -> dict[str, str]:
 
 def run_item_params(arm: str, rep: int, reps: int, model_id: str, n_models: int) -> str:
     """A run item's parameter id: the arm, then the rep and the model where there are several."""
+    if reps <= 1 and n_models <= 1:  # the common case, asked once per run of a session
+        return arm
     parts = [arm]
     if reps > 1:
         parts.append(f"r{rep}")

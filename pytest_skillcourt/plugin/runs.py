@@ -379,13 +379,11 @@ class Runs:
             return _not_had(item, got)
         return RunSummary.of_record(item.run, item.name, got.record, got.cached)
 
-    def reuse(self, item: OneRun, store: Any = None, trial: str = "") -> RunSummary:
+    def reuse(self, item: OneRun, store: Any, trial: str) -> RunSummary:
         """:meth:`run_one` of a run whose head the look-up found (``item.looked_up``): what
         :meth:`obtain` does for it, without the steps of a run to make (a cached session
         of 24,000 runs went through them for each).  ``store`` and ``trial``: the court's,
         asked once per runs item by its caller."""
-        if store is None:
-            store, trial = self.court.store(), self.court.trial
         stop = self._stop(item)
         found = item.looked_up
         item.looked_up = None

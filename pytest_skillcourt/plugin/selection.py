@@ -11,7 +11,7 @@ import pytest
 
 from pytest_skillcourt.core.settings import FailOn
 from pytest_skillcourt.core.trial import Target
-from pytest_skillcourt.plugin.collect import RunId, RunItem, RunsItem, VerdictItem
+from pytest_skillcourt.plugin.collect import RunItem, RunsItem, VerdictItem
 from pytest_skillcourt.plugin.court import Court
 from pytest_skillcourt.plugin.runs import RunGroup, Runs
 from pytest_skillcourt.stats.verdict import EARLY_STOP_TASKS, unreachable
@@ -69,12 +69,15 @@ def _shard(court: Court, config: pytest.Config, items: list[pytest.Item]) -> lis
     return keep
 
 
-def _runs_of(item: pytest.Item) -> tuple[RunId, ...] | list[RunId]:
+def _tasks_of(item: pytest.Item) -> tuple[tuple[str, str], list[str], int] | None:
+    """The (suite, model) of ``item``'s runs, their tasks in order and their highest rep;
+    None for an item without runs.  A runs item's runs share one suite and model."""
     if isinstance(item, RunItem):
-        return (item.run,)
-    if isinstance(item, RunsItem):
-        return [spec.run for spec in item.runs]
-    return ()
+        return (item.run.suite_rel, item.run.model), [item.run.task_id], item.run.rep
+    if isinstance(item, RunsItem) and item.runs:
+        return ((item.suite_rel, item.model), list(dict.fromkeys(spec.run.task_id for spec in item.runs)),
+                max(spec.run.rep for spec in item.runs))
+    return None
 
 
 def arrange(court: Court, runs: Runs, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -85,18 +88,13 @@ def arrange(court: Court, runs: Runs, config: pytest.Config, items: list[pytest.
     first: dict[tuple[str, str], list[str]] = {}
     reps: dict[tuple[str, str], int] = {}
     for item in keep:
-        if isinstance(item, RunsItem) and item.runs:  # one suite and model: its tasks at once
-            key = (item.suite_rel, item.model)
-            tasks = first.setdefault(key, [])
-            tasks += [t for t in dict.fromkeys(spec.run.task_id for spec in item.runs) if t not in tasks]
-            reps[key] = max(reps.get(key, 0), max(spec.run.rep for spec in item.runs))
+        found = _tasks_of(item)
+        if found is None:
             continue
-        for run in _runs_of(item):
-            key = (run.suite_rel, run.model)
-            tasks = first.setdefault(key, [])
-            if run.task_id not in tasks:
-                tasks.append(run.task_id)
-            reps[key] = max(reps.get(key, 0), run.rep)
+        key, task_ids, rep = found
+        tasks = first.setdefault(key, [])
+        tasks += [t for t in task_ids if t not in tasks]
+        reps[key] = max(reps.get(key, 0), rep)
     for item in keep:
         if isinstance(item, VerdictItem):
             key = (item.suite_rel, item.model)
