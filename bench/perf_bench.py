@@ -34,9 +34,12 @@ model calls and 1 exec whichever harness drives it.
   skill folders walked) with as many empty items per suite file, collected or run and
   passing: ``GOAL_SAMPLES`` turns of pytest alone then ours, the median of the turns'
   ratios of CPU time against the goal, of wall time beside it (every ratio and both
-  medians shown; :class:`Paired` says why CPU).  The growth rows compare
-  each size with the next (CPU time, steadier than wall on a shared machine, and peak
-  memory; the median of ``GROWTH_SAMPLES`` processes at each other size).  Every process has a timeout (``SCALE_TIMEOUT_S``): a hang fails the bench.
+  medians shown; :class:`Paired` says why CPU).  The growth rows compare each size with
+  the one before: at each size after the first, every turn also runs the same process at
+  the size before, and the median of the turns' ratios of CPU time (steadier than wall on
+  a shared machine) is the growth, with the ratio of the median peak memories
+  (``GROWTH_SAMPLES`` turns away from the goal's size).  Every process has a timeout
+  (``SCALE_TIMEOUT_S``): a hang fails the bench.
 - workers: bench/cache_bench.py with ``-n 2``: the median of three cached re-runs against the
   first run (one re-run of a few seconds moves by a tenth of itself with the machine's load).
 
@@ -455,7 +458,7 @@ class Measured:
     cpu: float
     mb: int
     proc: subprocess.CompletedProcess[str]
-    #: every sample's wall and CPU when this is the median of several (:func:`median_of`)
+    #: every sample's wall and CPU when this is the median of several (:func:`_median`)
     walls: tuple[float, ...] = ()
     cpus: tuple[float, ...] = ()
 
@@ -496,15 +499,12 @@ GOAL_SAMPLES = 3
 RATIO_GOAL = 1.25
 
 
-#: Samples of each process at the other sizes, for the growth rows: one sample of a 50 s
-#: session at 10,000 skills moved by about 5% with the machine's load, which was the
-#: whole margin of a growth row (5.0x one run, 5.5x the next).
+#: Turns at the other sizes, for the growth rows, each running the size and the one before:
+#: one sample of a 50 s session at 10,000 skills moved by about 5% with the machine's load,
+#: and the machine's speed moved by 10-28% between two sizes sampled an hour apart (pytest
+#: alone 2.19 -> 2.48 s), which was more than the whole margin of a growth row (5.4x one
+#: run, 5.8x the next).
 GROWTH_SAMPLES = 3
-
-
-def median_of(samples: int, argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> Measured:
-    """:func:`peak_of` ``samples`` times: the medians (:func:`_median`)."""
-    return _median([peak_of(argv, cwd, env, timeout) for _ in range(samples)])
 
 
 def _median(got: Sequence[Measured]) -> Measured:
@@ -547,11 +547,16 @@ class Paired:
                 f"{each(self.wall_ratios)}: ours {self.ours.line()}; pytest alone {self.floor.line()}")
 
 
-def paired(samples: int, ours: Callable[[], Measured], floor: Callable[[], Measured]) -> Paired:
-    """``samples`` turns of ``floor()`` then ``ours()`` (:class:`Paired`)."""
-    got = [(floor(), ours()) for _ in range(samples)]
-    return Paired(_median([o for _, o in got]), _median([f for f, _ in got]),
-                  tuple(o.cpu / f.cpu for f, o in got), tuple(o.wall / f.wall for f, o in got))
+def turns(samples: int, *probes: Callable[[], Measured]) -> list[tuple[Measured, ...]]:
+    """``samples`` turns of every probe in order, so that a change of the machine's load
+    falls on all of them alike."""
+    return [tuple(probe() for probe in probes) for _ in range(samples)]
+
+
+def paired_of(got: Sequence[tuple[Measured, ...]], ours: int, floor: int) -> Paired:
+    """The :class:`Paired` of the ``ours``-th probe of each turn against its ``floor``-th."""
+    return Paired(_median([turn[ours] for turn in got]), _median([turn[floor] for turn in got]),
+                  tuple(t[ours].cpu / t[floor].cpu for t in got), tuple(t[ours].wall / t[floor].wall for t in got))
 
 
 #: The floor's items: pytest's own cost of collecting and running items like ours
@@ -618,95 +623,139 @@ LAYOUTS = (("run", (), TASKS_PER_SKILL * 2 + 1), ("skill", ("--skill-court-items
 GOAL_SKILLS = 2000
 
 
+@dataclass(frozen=True)
+class Library:
+    """One size of the scale section: its generated project and the court's processes on it."""
+
+    n: int
+    root: Path
+    argv: tuple[str, ...]
+    env: dict[str, str]
+
+    @classmethod
+    def made(cls, work: Path, n: int) -> Library:
+        root = library(work / f"lib-{n}", n)
+        argv, env = court_command("--skill-court-allow-unpriced", extra_env={
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""})
+        return cls(n, root, tuple(argv), env)
+
+    @property
+    def limit(self) -> float:
+        return SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * self.n
+
+    @property
+    def runs(self) -> int:
+        return self.n * TASKS_PER_SKILL * 2
+
+    def collected(self, args: Sequence[str], per_suite: int) -> Callable[[], Measured]:
+        """``--co`` in the layout of ``args``; checks it collected every item."""
+        items = self.n * per_suite
+
+        def one() -> Measured:
+            got = peak_of([*self.argv, *args, "--co"], self.root, self.env, self.limit)
+            if f"{items} tests collected" not in got.proc.stdout:
+                sys.exit(f"scale bench: --co {' '.join(args)} did not collect {items} items:\n"
+                         f"{got.proc.stdout[-2000:]}")
+            return got
+        return one
+
+    def cached(self, args: Sequence[str], per_suite: int) -> Callable[[], Measured]:
+        """A session in the layout of ``args``; checks every run came from the store (filled
+        by :meth:`fill`) and every item passed (run items, or runs items, and verdicts)."""
+        items = self.n * per_suite
+
+        def one() -> Measured:
+            got = peak_of([*self.argv, *args], self.root, self.env, self.limit)
+            used = newest_trial_runs(self.root / ".skill-court" / "court.db")
+            if f"{items} passed" not in got.proc.stdout or used != (self.runs, self.runs):
+                sys.exit(f"scale bench: the session with {list(args)} was not served from the cache ({used[1]} "
+                         f"of {used[0]} runs cached, {self.runs} expected):\n{got.proc.stdout[-2000:]}")
+            return got
+        return one
+
+    def fill(self) -> float:
+        """Fills the store with every run directly (``FILL_PLUGIN``); the seconds it took."""
+        start = time.monotonic()
+        fill = peak_of([*self.argv, "-p", "bench_fill"], self.root, self.env, self.limit)
+        if f"{self.n} passed" not in fill.proc.stdout:  # the fill's verdict items: one per skill
+            sys.exit(f"scale bench: the fill of {self.runs} runs did not end in {self.n} verdicts:\n"
+                     f"{fill.proc.stdout[-2000:]}")
+        return time.monotonic() - start
+
+
 def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[Row]:
     """The scale section.  At ``goal_at`` skills (``--tiny``: its largest size, so the goal
     rows and their samples are made as at the full size) each layout's ``--co`` and fully
     cached session are held to :data:`RATIO_GOAL` times pytest alone on the same tree with
-    as many items per suite file (:func:`paired`); every size gives the growth rows."""
+    as many items per suite file (:func:`paired_of`).  At every size after the first, each
+    turn also runs the same process at the size before, which gives the growth rows: both
+    sizes sampled in the same minutes, so that a change of the machine's speed between
+    them is not read as growth."""
     rows: list[Row] = []
-    points: list[tuple[int, dict[str, tuple[Measured, Measured]]]] = []
+    growth_rows: list[Row] = []
+    before: Library | None = None
     for n in sizes:
-        root = library(work / f"lib-{n}", n)
-        argv, env = court_command("--skill-court-allow-unpriced", extra_env={
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{root}", "OPENAI_API_KEY": ""})
-        limit = SCALE_TIMEOUT_S + SCALE_TIMEOUT_PER_SKILL_S * n
+        lib = Library.made(work, n)
         goal = n == goal_at
         samples = GOAL_SAMPLES if goal else GROWTH_SAMPLES
-        runs = n * TASKS_PER_SKILL * 2
-
-        def collected(args: Sequence[str], items: int) -> Callable[[], Measured]:
-            def one() -> Measured:
-                got = peak_of([*argv, *args, "--co"], root, env, limit)
-                if f"{items} tests collected" not in got.proc.stdout:
-                    sys.exit(f"scale bench: --co {' '.join(args)} did not collect {items} items:\n"
-                             f"{got.proc.stdout[-2000:]}")
-                return got
-            return one
-
-        def cached(name: str, args: Sequence[str], items: int) -> Callable[[], Measured]:
-            def one() -> Measured:
-                got = peak_of([*argv, *args], root, env, limit)
-                used = newest_trial_runs(root / ".skill-court" / "court.db")
-                if f"{items} passed" not in got.proc.stdout or used != (runs, runs):
-                    sys.exit(f"scale bench: the {name}-layout session was not served from the cache ({used[1]} "
-                             f"of {used[0]} runs cached, {runs} expected):\n{got.proc.stdout[-2000:]}")
-                return got
-            return one
-
         # A project that has run the court before: its store's folder holds the parsed-suite
         # cache (``suite.SuiteCache``).  The first --co fills it, shown as its own row.
-        (root / ".skill-court").mkdir(exist_ok=True)
-        first = collected((), n * LAYOUTS[0][2])()
+        (lib.root / ".skill-court").mkdir(exist_ok=True)
+        first = lib.collected((), LAYOUTS[0][2])()
         rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks, one item per run (default): first collection "
                         "(--co), no parsed suite kept yet", "-", first.line(), None))
-        cos: dict[str, Measured | Paired] = {}
-        for name, args, per_suite in LAYOUTS:
-            ours = collected(args, n * per_suite)
-            cos[name] = (paired(samples, ours, tree_floor(root, n, per_suite, collect_only=True)) if goal
-                         else _median([ours() for _ in range(samples)]))
-        start = time.monotonic()
-        fill = peak_of([*argv, "-p", "bench_fill"], root, env, limit)
-        if f"{n} passed" not in fill.proc.stdout:  # the fill's verdict items: one per skill
-            sys.exit(f"scale bench: the fill of {runs} runs did not end in {n} verdicts:\n{fill.proc.stdout[-2000:]}")
-        filled = time.monotonic() - start
-        measured: dict[str, tuple[Measured, Measured]] = {}
+
+        def sampled(probe: Callable[[Library], Callable[[], Measured]], floor: Callable[[], Measured] | None
+                    ) -> tuple[Measured, Paired | None, Paired | None]:
+            """``samples`` turns of [pytest alone at the goal's size], ours [, ours at the size
+            before]: ours (the median), against pytest alone, and its growth."""
+            got = turns(samples, *([floor] if floor else []), probe(lib), *([probe(before)] if before else []))
+            at = 1 if goal else 0
+            return (_median([turn[at] for turn in got]), paired_of(got, at, 0) if goal else None,
+                    paired_of(got, at, -1) if before else None)
+
+        cos = {name: sampled(lambda size, args=args, per=per_suite: size.collected(args, per),
+                             tree_floor(lib.root, n, per_suite, collect_only=True) if goal else None)
+               for name, args, per_suite in LAYOUTS}
+        filled = lib.fill()
         for name, args, per_suite in LAYOUTS:
             items = n * per_suite  # run items (or runs items) and one verdict per skill, all passed
-            ours = cached(name, args, items)
-            session: Measured | Paired = (paired(samples, ours, tree_floor(root, n, per_suite, collect_only=False))
-                                          if goal else _median([ours() for _ in range(samples)]))
-            co = cos[name]
-            measured[name] = (co.ours if isinstance(co, Paired) else co,
-                              session.ours if isinstance(session, Paired) else session)
+            session = sampled(lambda size, args=args, per=per_suite: size.cached(args, per),
+                              tree_floor(lib.root, n, per_suite, collect_only=False) if goal else None)
+            (co, co_goal, co_growth), (ours, ours_goal, ours_growth) = cos[name], session
             layout = f"one item per {name}" + (" (default)" if not args else f" ({' '.join(args)})")
-            if isinstance(co, Paired) and isinstance(session, Paired):
+            whole = (f"{n} skills x {TASKS_PER_SKILL} tasks ({lib.runs} runs), {layout}: session from a fully "
+                     f"cached store (filled directly in {filled:.0f} s)")
+            if co_goal and ours_goal:
                 goal_text = f"<= {RATIO_GOAL}x pytest alone (CPU)"
                 rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks, {layout}: collection (--co) against "
                                 f"pytest alone collecting {items} empty items on the same tree ({per_suite} per "
-                                "suite file)", goal_text, co.line(), co.ratio <= RATIO_GOAL))
-                rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks ({runs} runs), {layout}: session from a "
-                                f"fully cached store (filled directly in {filled:.0f} s) against pytest alone "
-                                f"running {items} passing empty items on the same tree", goal_text,
-                                session.line(), session.ratio <= RATIO_GOAL))
+                                "suite file)", goal_text, co_goal.line(), co_goal.ratio <= RATIO_GOAL))
+                rows.append(Row(f"{whole} against pytest alone running {items} passing empty items on the same "
+                                "tree", goal_text, ours_goal.line(), ours_goal.ratio <= RATIO_GOAL))
             else:
                 rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks, {layout}: collection (--co)", "-",
-                                measured[name][0].line(), None))
-                rows.append(Row(f"{n} skills x {TASKS_PER_SKILL} tasks ({runs} runs), {layout}: session from a "
-                                f"fully cached store (filled directly in {filled:.0f} s)", "-",
-                                measured[name][1].line(), None))
-        points.append((n, measured))
-    if len(points) >= 2:
-        for (n0, m0), (n1, m1) in zip(points, points[1:]):
-            factor = n1 / n0
-            for name, _, _ in LAYOUTS:
-                (co0, v0), (co1, v1) = m0[name], m1[name]
-                grew = {"collection": co1.cpu / co0.cpu, "cached session": v1.cpu / v0.cpu,
-                        "its peak memory": v1.mb / v0.mb}
-                rows.append(Row(f"growth {n0} -> {n1} skills ({factor:.0f}x), one item per {name}",
-                                f"linear or better (<= {factor:.0f}x, and 10% for noise: {factor * 1.1:.1f}x)",
-                                ", ".join(f"{k} {v:.1f}x" for k, v in grew.items()) + " (CPU time: steadier than "
-                                "wall on a shared machine)", max(grew.values()) <= factor * 1.1))
-    return rows
+                                co.line(), None))
+                rows.append(Row(whole, "-", ours.line(), None))
+            if before and co_growth and ours_growth:
+                growth_rows.append(grown(before.n, n, name, co_growth, ours_growth))
+        before = lib
+    return rows + growth_rows
+
+
+def grown(n0: int, n1: int, layout: str, co: Paired, session: Paired) -> Row:
+    """The growth row of ``layout`` from ``n0`` to ``n1`` skills: the medians of the turns'
+    CPU ratios (each turn ran both sizes) of ``--co`` and of the cached session, and the
+    ratio of the session's median peaks; linear or better, with a tenth for noise."""
+    factor = n1 / n0
+    grew = {"collection": co, "cached session": session}
+    memory = session.ours.mb / session.floor.mb
+    shown = [f"{what} {p.ratio:.1f}x (turns {', '.join(f'{r:.2f}' for r in p.ratios)})" for what, p in grew.items()]
+    return Row(f"growth {n0} -> {n1} skills ({factor:.0f}x), one item per {layout}",
+               f"linear or better (<= {factor:.0f}x, and 10% for noise: {factor * 1.1:.1f}x)",
+               ", ".join([*shown, f"its peak memory {memory:.1f}x"]) + " (CPU time, each turn running both sizes: "
+               "steadier than wall on a shared machine)",
+               max(co.ratio, session.ratio, memory) <= factor * 1.1)
 
 
 # -- workers ---------------------------------------------------------------------------

@@ -42,7 +42,11 @@ def test_every_benchmark_runs_at_its_tiny_size() -> None:
     goal_rows = [r for r in rows if r["goal"].strip() == "<= 1.25x pytest alone (CPU)"]
     assert len(goal_rows) == 4 and all(re.match(r"\d+\.\d\dx CPU \(median of 3: ", r["measured"]) and
                                        "pytest alone" in r["measured"] for r in goal_rows), goal_rows
-    assert any(b.startswith("growth 2 -> 4 skills") for b in benches), benches
+    # each growth row from turns that ran both sizes: the medians of 3 ratios within turns
+    growth = [r for r in rows if r["bench"].startswith("growth 2 -> 4 skills")]
+    assert len(growth) == 2 and all(re.search(r"collection \d+\.\dx \(turns [\d.]+, [\d.]+, [\d.]+\), "
+                                              r"cached session \d+\.\dx \(turns [\d.]+, [\d.]+, [\d.]+\)",
+                                              r["measured"]) for r in growth), growth
     assert any("-n 2" in b for b in benches), benches
     assert "inspect_ai | reference | not measured: --no-inspect" in out
     # every measured figure is a number of its unit, not an error text
