@@ -74,9 +74,8 @@ def _tasks_of(item: pytest.Item) -> tuple[tuple[str, str], list[str], int] | Non
     None for an item without runs.  A runs item's runs share one suite and model."""
     if isinstance(item, RunItem):
         return (item.run.suite_rel, item.run.model), [item.run.task_id], item.run.rep
-    if isinstance(item, RunsItem) and item.runs:
-        return ((item.suite_rel, item.model), list(dict.fromkeys(spec.run.task_id for spec in item.runs)),
-                max(spec.run.rep for spec in item.runs))
+    if isinstance(item, RunsItem) and item.tasks:
+        return (item.suite_rel, item.model), [task.id for task in item.tasks], item.suite.reps or 1
     return None
 
 

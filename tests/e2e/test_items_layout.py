@@ -63,6 +63,38 @@ def test_collect_only_lists_one_runs_item_per_skill_and_model(pytester: pytest.P
                    "skills_tests/house-format.yaml::verdict[other-model]"]
 
 
+RUNS_PROBE = """
+import json
+
+
+def pytest_collection_finish(session):
+    got = []
+    for item in session.items:
+        if type(item).__name__ == "RunsItem":
+            made = "runs" in vars(item)  # made at collection, or only when asked below
+            got.append([made, [spec.name for spec in item.runs], item.reportinfo()[1]])
+    with open("runs.json", "w") as f:
+        json.dump(got, f)
+"""
+
+
+def test_collection_makes_no_runs_and_they_follow_the_tasks_when_asked(pytester: pytest.Pytester,
+                                                                      server: LLMServer) -> None:
+    # a --co of thousands of skills used none of the runs it made; made when first asked, they
+    # are the selected tasks in order, each rep's arms together
+    _project(pytester, server, 3)
+    pytester.makeconftest(RUNS_PROBE)
+    result = run_court(pytester, "--co", "-q", *SKILL, "--skill-court-reps", "2", "--skill-court-tasks", "2",
+                       junitxml=None)
+    assert result.ret == 0, result.stdout.str()
+    got = json.loads((pytester.path / "runs.json").read_text(encoding="utf-8"))
+    assert len(got) == 1 and got[0][0] is False, got
+    names, line = got[0][1], got[0][2]
+    assert names == ["t1[with-r1]", "t1[without-r1]", "t1[with-r2]", "t1[without-r2]",
+                     "t2[with-r1]", "t2[without-r1]", "t2[with-r2]", "t2[without-r2]"], names
+    assert isinstance(line, int) and line >= 0
+
+
 def test_same_verdict_as_the_run_layout_and_each_reuses_the_others_runs(pytester: pytest.Pytester,
                                                                       server: LLMServer) -> None:
     """A HURTS in the skill layout: one passed runs item, one failed verdict; then the run
