@@ -78,7 +78,8 @@ class ItemHooks:
         self.runs = Runs(court)
         #: why a run served from the store takes pytest's full protocol ("": it need not)
         self._quiet: str | None = None
-        self._gc = Collector()  # the collector's settings, for this session's life
+        # the collector's settings, for this session's life
+        self._gc = Collector(ends_with_session=court.role.ends_with_session)
         self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
 
     # -- start ---------------------------------------------------------------------------------

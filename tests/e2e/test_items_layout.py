@@ -324,3 +324,25 @@ def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collect
         assert before < seen["after the runs"] < seen["at exit"]
     finally:
         gc.unfreeze()
+
+
+def test_an_xdist_worker_freezes_what_it_holds_before_the_collections_at_exit(pytester: pytest.Pytester,
+                                                                             server: LLMServer) -> None:
+    """A worker ends with its session: small as it is, it freezes everything first thing at
+    unconfigure, so pytest's collections at exit and the interpreter's skip it while the
+    controller waits; the controller, which may be a run in process, does not."""
+    server.set_handler(_right)
+    _project(pytester, server, 2)
+    pytester.makeconftest("""
+        import gc, os, pathlib
+        def pytest_unconfigure(config):  # no order: after the court's tryfirst one
+            who = getattr(config, "workerinput", {}).get("workerid", "controller")
+            pathlib.Path(f"frozen-{who}.txt").write_text(str(gc.get_freeze_count()))
+    """)
+    import gc
+
+    before = gc.get_freeze_count()  # the controller runs in this process
+    run_court(pytester, "-p", "no:benchmark", "-n", "2", junitxml=None).assert_outcomes(passed=5)
+    workers = sorted(pytester.path.glob("frozen-gw*.txt"))
+    assert len(workers) == 2 and all(int(f.read_text()) > 0 for f in workers), [f.read_text() for f in workers]
+    assert int((pytester.path / "frozen-controller.txt").read_text()) == before == gc.get_freeze_count()

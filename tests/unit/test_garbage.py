@@ -62,6 +62,24 @@ def test_only_a_large_session_freezes(thresholds, monkeypatch: pytest.MonkeyPatc
     assert gc.get_freeze_count() >= at_collection + len(made)
 
 
+def test_a_process_that_ends_with_its_session_freezes_at_the_end_whatever_its_size(
+        thresholds, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an xdist worker: what it holds need not be walked by the collections at exit
+    monkeypatch.setattr(garbage, "FREEZE_AT", 10)
+    gc.set_threshold(700, 10, 10)
+    worker = Collector(ends_with_session=True)
+    before = gc.get_freeze_count()
+    worker.begin()
+    worker.collected(9)  # small: nothing frozen after collection, full collections as small
+    assert (worker.frozen, gc.get_freeze_count()) == (False, before)
+    assert gc.get_threshold() == (700, 10, garbage.FULL_AFTER)
+    made = [[index] for index in range(100)]
+    worker.ending()
+    assert gc.get_freeze_count() >= before + len(made)
+    worker.restore()
+    assert gc.get_threshold() == (700, 10, 10)
+
+
 def test_a_large_session_makes_no_full_collection_until_restore(thresholds,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(garbage, "FREEZE_AT", 10)
