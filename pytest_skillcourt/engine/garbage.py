@@ -26,8 +26,8 @@ So, for the session's life only (each setting is given back at unconfigure):
 - an xdist worker, a process that ends with its session, freezes everything first thing
   at unconfigure whatever its size: what it still held was walked by pytest's two
   collections at exit and again by the interpreter's as it ended, while its controller
-  waited for it (a cached ``-n 2`` re-run of 50 skills: 0.94 -> 0.91 s of wall,
-  1.37 -> 1.30 s of CPU, median of 10 paired runs).
+  waited for it (a cached ``-n 2`` re-run of 50 skills x 3 tasks: 0.977 -> 0.891 s of
+  wall, 1.446 -> 1.263 s of CPU, medians of 12 paired runs).
 """
 
 from __future__ import annotations

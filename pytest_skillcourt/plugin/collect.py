@@ -297,6 +297,11 @@ class RunsItem(pytest.Item):
         self.suite_rel = suite_rel
         self.tasks = tuple(tasks)
 
+    @property
+    def reps(self) -> int:
+        """The reps of each task (the session's: ``with_settings``)."""
+        return self.suite.reps or 1
+
     @functools.cached_property
     def runs(self) -> list[RunSpec]:
         """The item's runs, task by task, each rep's arms together; made when first asked
@@ -304,7 +309,7 @@ class RunsItem(pytest.Item):
         24,000 it never used (0.03 s of 1.2 s)."""
         suite, suite_rel, model = self.suite, self.suite_rel, self.model
         return [RunSpec(suite, task, run_id(suite_rel, suite.skill, task.id, index, arm, rep, model))
-                for index, task in enumerate(self.tasks) for rep in range(1, (suite.reps or 1) + 1) for arm in ARMS]
+                for index, task in enumerate(self.tasks) for rep in range(1, self.reps + 1) for arm in ARMS]
 
     def runtest(self) -> None:
         self.court.run_batch(self)

@@ -75,7 +75,7 @@ def _tasks_of(item: pytest.Item) -> tuple[tuple[str, str], list[str], int] | Non
     if isinstance(item, RunItem):
         return (item.run.suite_rel, item.run.model), [item.run.task_id], item.run.rep
     if isinstance(item, RunsItem) and item.tasks:
-        return (item.suite_rel, item.model), [task.id for task in item.tasks], item.suite.reps or 1
+        return (item.suite_rel, item.model), [task.id for task in item.tasks], item.reps
     return None
 
 
