@@ -710,8 +710,8 @@ def scale(work: Path, sizes: Sequence[int], goal_at: int = GOAL_SKILLS) -> list[
             """``samples`` turns of [pytest alone at the goal's size], ours [, ours at the size
             before]: ours (the median), against pytest alone, and its growth."""
             got = turns(samples, *([floor] if floor else []), probe(lib), *([probe(before)] if before else []))
-            at = 1 if goal else 0
-            return (_median([turn[at] for turn in got]), paired_of(got, at, 0) if goal else None,
+            at = 1 if floor else 0  # ours: after pytest alone when it runs
+            return (_median([turn[at] for turn in got]), paired_of(got, at, 0) if floor else None,
                     paired_of(got, at, -1) if before else None)
 
         cos = {name: sampled(lambda size, args=args, per=per_suite: size.collected(args, per),

@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import pytest
 
@@ -25,11 +25,11 @@ from pytest_skillcourt.agent.context import RunContext
 from pytest_skillcourt.core.records import ANSWERED, ARMS, HARNESS_ERROR, INCOMPLETE, NO_ANSWER, RunFacts
 from pytest_skillcourt.core.settings import Settings
 from pytest_skillcourt.core.skills import Library
-from pytest_skillcourt.core.store import StoreError
+from pytest_skillcourt.core.store import Store, StoreError
 from pytest_skillcourt.core.suite import Suite
 from pytest_skillcourt.core.trial import group_pairs, pair_outcomes
 from pytest_skillcourt.engine.cache import RunKeys, reach_of, still_valid
-from pytest_skillcourt.plugin.collect import OneRun, RunId, RunItem, RunsItem, SkillCourtError
+from pytest_skillcourt.plugin.collect import OneRun, RunId, RunItem, RunsItem, RunSpec, SkillCourtError
 from pytest_skillcourt.plugin.concurrency import RunAhead
 from pytest_skillcourt.plugin.court import BUDGET_REACHED, UNPRICED, Court
 from pytest_skillcourt.stats.sequential import FIRST_LOOK
@@ -355,11 +355,13 @@ class Runs:
         reuse = self.ahead is None and all(spec.looked_up is not None and spec.looked_up[2] is not None
                                            for spec in item.runs)
         summaries = []
-        store, trial = (self.court.store(), self.court.trial) if reuse else (None, "")
+        one: Callable[[RunSpec], RunSummary] = (
+            functools.partial(self.reuse, store=self.court.store(), trial=self.court.trial) if reuse
+            else self.run_one)
         for spec in item.runs:
             try:
                 try:
-                    summaries.append(self.reuse(spec, store, trial) if reuse else self.run_one(spec))
+                    summaries.append(one(spec))
                 except StoreError as err:
                     raise SkillCourtError(str(err)) from None
             except SkillCourtError as err:
@@ -379,7 +381,7 @@ class Runs:
             return _not_had(item, got)
         return RunSummary.of_record(item.run, item.name, got.record, got.cached)
 
-    def reuse(self, item: OneRun, store: Any, trial: str) -> RunSummary:
+    def reuse(self, item: OneRun, store: Store, trial: str) -> RunSummary:
         """:meth:`run_one` of a run whose head the look-up found (``item.looked_up``): what
         :meth:`obtain` does for it, without the steps of a run to make (a cached session
         of 24,000 runs went through them for each).  ``store`` and ``trial``: the court's,
