@@ -17,17 +17,22 @@ So, for the session's life only (each setting is given back at unconfigure):
   generation, not 10; the young ones, which free nearly all the cycles a run leaves,
   run as always;
 - a large session (:data:`FREEZE_AT` items or more) moves what collection made out of
-  the collector's reach (``gc.freeze``), and, first thing at unconfigure, what its runs
-  made; in between it makes no full collection at all, since what its runs keep grows
-  with the session and each full collection walked all of it: 5 of them were 3.4 s of a
-  6,000-skill cached session's 33 s of CPU (0.4 s at 2,000 skills), faster growth than
-  the session's.  A small one is left alone: a run in process (pytester) would keep what
-  its cycles hold until that process ends;
-- an xdist worker, a process that ends with its session, freezes everything first thing
-  at unconfigure whatever its size: what it still held was walked by pytest's two
-  collections at exit and again by the interpreter's as it ended, while its controller
-  waited for it (a cached ``-n 2`` re-run of 50 skills x 3 tasks: 0.977 -> 0.891 s of
-  wall, 1.446 -> 1.263 s of CPU, medians of 12 paired runs).
+  the collector's reach (``gc.freeze``), and makes no full collection at all until it
+  ends, since what its runs keep grows with the session and each full collection walked
+  all of it: 5 of them were 3.4 s of a 6,000-skill cached session's 33 s of CPU (0.4 s at
+  2,000 skills), faster growth than the session's;
+- every session, whatever its size and role, freezes everything first thing at
+  unconfigure: what it still held was walked by pytest's collection at exit and again by
+  the interpreter's as the process ended.  In an xdist worker its controller waited for
+  that; in the controller (or a session without xdist) the user did.  A cached re-run
+  of 50 skills x 3 tasks on a 2-core machine, against workers alone freezing: with
+  ``-n 2`` 1.437 -> 1.368 s of wall (median paired difference -0.118 s, 16 rounds),
+  without xdist 0.719 -> 0.663 s (-0.076 s, 12 rounds).
+- what a session froze is given back to the collector (``gc.unfreeze``) when the next
+  court session in the same process begins (a run in process: pytester, ``skill-court
+  trial``, the automatic runner), so such a process keeps at most one session's cycles
+  out of reach, never an ever-growing heap.  The price: ``gc.unfreeze`` gives back what
+  anyone froze, not only the court.
 """
 
 from __future__ import annotations
@@ -43,19 +48,32 @@ FULL_AFTER = 100
 #: never, until unconfigure.
 NO_FULL = 2**30
 
+#: Whether a court session of this process froze what it held and nothing gave it back
+#: since: the next session to :meth:`Collector.begin` here unfreezes it first.
+_frozen_by_a_session = False
+
+
+def _freeze() -> None:
+    global _frozen_by_a_session
+    gc.freeze()
+    _frozen_by_a_session = True
+
 
 class Collector:
     """The collector's settings for one session: :meth:`begin`, then :meth:`collected`
     and :meth:`ending`, and :meth:`restore` at the very end."""
 
-    def __init__(self, *, ends_with_session: bool = False) -> None:
+    def __init__(self) -> None:
         self._thresholds: tuple[int, int, int] | None = None
         self.frozen = False
-        #: the process ends with the session (an xdist worker): :meth:`ending` freezes
-        self.ends_with_session = ends_with_session
 
     def begin(self) -> None:
-        """No full collection while collecting; then they wait longer, until :meth:`restore`."""
+        """No full collection while collecting; then they wait longer, until :meth:`restore`.
+        What an earlier session of this process froze is first given back to the collector."""
+        global _frozen_by_a_session
+        if _frozen_by_a_session:
+            gc.unfreeze()
+            _frozen_by_a_session = False
         if self._thresholds is None:
             self._thresholds = gc.get_threshold()
             young, middle, _ = self._thresholds
@@ -66,17 +84,15 @@ class Collector:
         full collection is made until :meth:`restore`; below, full collections wait for
         :data:`FULL_AFTER` middle ones."""
         if items >= FREEZE_AT:
-            gc.freeze()
+            _freeze()
             self.frozen = True  # and still no full collection until restore()
         elif self._thresholds is not None:
             young, middle, full = self._thresholds
             gc.set_threshold(young, middle, max(full, FULL_AFTER))
 
     def ending(self) -> None:
-        """Before pytest's collections at exit: a frozen session freezes what its runs made,
-        and a process that ends with its session everything it holds."""
-        if self.frozen or self.ends_with_session:
-            gc.freeze()
+        """Before pytest's collection at exit: everything the process holds is frozen."""
+        _freeze()
 
     def restore(self) -> None:
         """The thresholds as they were before :meth:`begin`."""

@@ -69,9 +69,6 @@ class Role:
     fold_store: bool = True
     #: how long the store holds the marks of cached runs (None: until it must write them)
     mark_max_age_s: float | None = None
-    #: whether the process ends with the session (an xdist worker's), so that it need not
-    #: collect its garbage at exit (``garbage.Collector``)
-    ends_with_session: bool = False
 
 
 class Court:

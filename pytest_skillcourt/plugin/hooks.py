@@ -79,7 +79,7 @@ class ItemHooks:
         #: why a run served from the store takes pytest's full protocol ("": it need not)
         self._quiet: str | None = None
         # the collector's settings, for this session's life
-        self._gc = Collector(ends_with_session=court.role.ends_with_session)
+        self._gc = Collector()
         self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
 
     # -- start ---------------------------------------------------------------------------------
@@ -235,8 +235,8 @@ class ItemHooks:
 
     @pytest.hookimpl(tryfirst=True, specname="pytest_unconfigure")
     def pytest_unconfigure_freeze(self, config: pytest.Config) -> None:
-        """First of all at unconfigure, before pytest's two full collections at exit
-        (``unraisableexception``): a frozen session freezes what its runs made
+        """First of all at unconfigure, before pytest's collection at exit
+        (``unraisableexception``) and the interpreter's: the process freezes what it holds
         (``garbage.py``).  Named ``pytest_*`` because pytest only reads hook options from
         such names; ``specname`` makes it this plugin's second ``pytest_unconfigure``."""
         self._gc.ending()

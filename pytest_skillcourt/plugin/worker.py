@@ -28,8 +28,7 @@ class Worker(ItemHooks):
         role = Role(trial=winput.get("skill_court_trial") or new_trial_id(),
                     backend=winput.get("skill_court_backend"),
                     workers=int(winput.get("workercount", 1) or 1),
-                    check_store=False, fold_store=False, mark_max_age_s=MARK_MAX_AGE_S,
-                    ends_with_session=True)
+                    check_store=False, fold_store=False, mark_max_age_s=MARK_MAX_AGE_S)
         court = Court(config, settings, role)
         refuse_two_concurrencies(court.settings, config.getoption("numprocesses", default=None))
         return cls(court)

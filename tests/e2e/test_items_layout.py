@@ -265,84 +265,113 @@ def test_an_unknown_layout_is_a_usage_error(pytester: pytest.Pytester, where: st
                                      "got 'tasks'; e.g. --skill-court-items skill*"])
 
 
+_FROZEN_CONFTEST = """
+    import gc, json, pathlib
+    import pytest
+    SEEN = {}
+    def _seen(when):
+        SEEN[when] = gc.get_freeze_count()
+        pathlib.Path("seen.json").write_text(json.dumps(SEEN))
+    def pytest_collectstart(collector):  # the session's first, inside collection
+        if "collecting" not in SEEN:
+            _seen("collecting")
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(session):
+        _seen("collected")
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session):
+        _seen("after the runs")
+        SEEN["full after"] = gc.get_threshold()[2]
+    def pytest_unconfigure(config):  # no order: after the court's tryfirst one
+        _seen("at exit")
+"""
+
+
+def _seen(pytester: pytest.Pytester) -> dict[str, int]:
+    return json.loads((pytester.path / "seen.json").read_text())
+
+
 def test_a_large_session_freezes_what_collection_made(pytester: pytest.Pytester, server: LLMServer,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """From ``FREEZE_AT`` selected items the session ``gc.freeze``s after collection (pytest's
-    collections at exit then skip it); a smaller one leaves the collector alone."""
+    collections at exit then skip it); a smaller one leaves the collector alone until it
+    ends.  Each session first gives back what the one before it in this process froze."""
     import gc
 
     from pytest_skillcourt.engine import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)
-    before = gc.get_freeze_count()
+    pytester.makeconftest(_FROZEN_CONFTEST)
     try:
         run_court(pytester, "--co", junitxml=None).assert_outcomes()
-        assert gc.get_freeze_count() == before
+        assert _seen(pytester)["collected"] == 0 < _seen(pytester)["at exit"]
         monkeypatch.setattr(garbage, "FREEZE_AT", 4)
         run_court(pytester, "--co", *SKILL, junitxml=None)  # 2 items: under 4
-        assert gc.get_freeze_count() == before
+        seen = _seen(pytester)
+        assert seen["collecting"] == seen["collected"] == 0 < seen["at exit"]
         run_court(pytester, "--co", junitxml=None)  # 4 run items
-        assert gc.get_freeze_count() > before
+        seen = _seen(pytester)
+        assert seen["collecting"] == 0 < seen["collected"] <= seen["at exit"]
     finally:
         gc.unfreeze()
 
 
-def test_a_frozen_session_freezes_what_its_runs_made_before_pytests_exit_collections(
+def test_every_session_freezes_what_it_holds_before_pytests_exit_collections(
         pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session frozen after collection freezes again when pytest unconfigures, before
-    ``unraisableexception``'s full collections walk the runs' records and reports; a session
-    under ``FREEZE_AT`` freezes at neither point.  Either waits longer between full
-    collections while it lasts, and gives the thresholds back at its end."""
+    ``unraisableexception``'s collection walks the runs' records and reports; a session
+    under ``FREEZE_AT`` freezes only then.  Either waits longer between full collections
+    while it lasts, and gives the thresholds back at its end."""
     import gc
 
     from pytest_skillcourt.engine import garbage
 
     server.set_handler(_right)
     _project(pytester, server, 2)
-    pytester.makeconftest("""
-        import gc, json, pathlib
-        import pytest
-        SEEN = {}
-        @pytest.hookimpl(trylast=True)
-        def pytest_sessionfinish(session):
-            SEEN["after the runs"] = gc.get_freeze_count()
-            SEEN["full after"] = gc.get_threshold()[2]
-        def pytest_unconfigure(config):  # no order: after the court's tryfirst one
-            SEEN["at exit"] = gc.get_freeze_count()
-            pathlib.Path("seen.json").write_text(json.dumps(SEEN))
-    """)
-    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
+    pytester.makeconftest(_FROZEN_CONFTEST)
+    thresholds = gc.get_threshold()
     try:
         run_court(pytester, junitxml=None).assert_outcomes(passed=5)
-        assert json.loads((pytester.path / "seen.json").read_text()) == {
-            "after the runs": before, "at exit": before, "full after": max(thresholds[2], garbage.FULL_AFTER)}
+        seen = _seen(pytester)
+        assert seen["collecting"] == seen["after the runs"] == 0 < seen["at exit"]
+        assert seen["full after"] == max(thresholds[2], garbage.FULL_AFTER)
         assert gc.get_threshold() == thresholds  # given back when the session ended
         monkeypatch.setattr(garbage, "FREEZE_AT", 4)
         run_court(pytester, "--skill-court-fresh", junitxml=None).assert_outcomes(passed=5)
-        seen = json.loads((pytester.path / "seen.json").read_text())
-        assert before < seen["after the runs"] < seen["at exit"]
+        seen = _seen(pytester)
+        assert seen["collecting"] == 0 < seen["after the runs"] < seen["at exit"]
     finally:
         gc.unfreeze()
 
 
-def test_an_xdist_worker_freezes_what_it_holds_before_the_collections_at_exit(pytester: pytest.Pytester,
-                                                                             server: LLMServer) -> None:
-    """A worker ends with its session: small as it is, it freezes everything first thing at
-    unconfigure, so pytest's collections at exit and the interpreter's skip it while the
-    controller waits; the controller, which may be a run in process, does not."""
+def test_an_xdist_session_freezes_in_every_process_before_the_collections_at_exit(
+        pytester: pytest.Pytester, server: LLMServer) -> None:
+    """Workers and controller alike freeze everything first thing at unconfigure, so
+    pytest's collection at exit and the interpreter's skip it (the controller waits for its
+    workers' exits, the user for the controller's).  The controller here runs in this
+    process: the next court session in it gives back what it froze as it begins."""
     server.set_handler(_right)
     _project(pytester, server, 2)
     pytester.makeconftest("""
         import gc, os, pathlib
+        import pytest
         def pytest_unconfigure(config):  # no order: after the court's tryfirst one
             who = getattr(config, "workerinput", {}).get("workerid", "controller")
             pathlib.Path(f"frozen-{who}.txt").write_text(str(gc.get_freeze_count()))
+        def pytest_collectstart(collector):  # inside collection, after the court's begin
+            if isinstance(collector, pytest.Session):
+                pathlib.Path("frozen-next.txt").write_text(str(gc.get_freeze_count()))
     """)
     import gc
 
-    before = gc.get_freeze_count()  # the controller runs in this process
-    run_court(pytester, "-p", "no:benchmark", "-n", "2", junitxml=None).assert_outcomes(passed=5)
-    workers = sorted(pytester.path.glob("frozen-gw*.txt"))
-    assert len(workers) == 2 and all(int(f.read_text()) > 0 for f in workers), [f.read_text() for f in workers]
-    assert int((pytester.path / "frozen-controller.txt").read_text()) == before == gc.get_freeze_count()
+    try:
+        run_court(pytester, "-p", "no:benchmark", "-n", "2", junitxml=None).assert_outcomes(passed=5)
+        frozen = {f.name: int(f.read_text()) for f in pytester.path.glob("frozen-*.txt")}
+        assert sorted(frozen) == ["frozen-controller.txt", "frozen-gw0.txt", "frozen-gw1.txt", "frozen-next.txt"]
+        assert frozen["frozen-controller.txt"] > 0 and frozen["frozen-gw0.txt"] > 0 and frozen["frozen-gw1.txt"] > 0
+        assert gc.get_freeze_count() > 0  # what the controller held stays out of reach...
+        run_court(pytester, "--co", junitxml=None)
+        assert int((pytester.path / "frozen-next.txt").read_text()) == 0  # ... until the next session
+    finally:
+        gc.unfreeze()

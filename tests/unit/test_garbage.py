@@ -47,12 +47,11 @@ def test_a_small_session_never_lowers_a_threshold_set_higher(thresholds) -> None
     assert gc.get_threshold() == (500, 20, garbage.FULL_AFTER * 3)
 
 
-def test_only_a_large_session_freezes(thresholds, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_a_large_session_freezes_after_collection(thresholds, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(garbage, "FREEZE_AT", 10)
     small, large = Collector(), Collector()
     before = gc.get_freeze_count()
     small.collected(9)
-    small.ending()
     assert (small.frozen, gc.get_freeze_count()) == (False, before)
     large.collected(10)
     assert large.frozen and gc.get_freeze_count() > before
@@ -62,22 +61,49 @@ def test_only_a_large_session_freezes(thresholds, monkeypatch: pytest.MonkeyPatc
     assert gc.get_freeze_count() >= at_collection + len(made)
 
 
-def test_a_process_that_ends_with_its_session_freezes_at_the_end_whatever_its_size(
+def test_every_session_freezes_what_the_process_holds_at_the_end_whatever_its_size(
         thresholds, monkeypatch: pytest.MonkeyPatch) -> None:
-    # an xdist worker: what it holds need not be walked by the collections at exit
+    # pytest's collection at exit and the interpreter's then skip it: an xdist worker's
+    # controller, and the user of any session, no longer wait for them
     monkeypatch.setattr(garbage, "FREEZE_AT", 10)
     gc.set_threshold(700, 10, 10)
-    worker = Collector(ends_with_session=True)
+    small = Collector()
+    small.begin()
     before = gc.get_freeze_count()
-    worker.begin()
-    worker.collected(9)  # small: nothing frozen after collection, full collections as small
-    assert (worker.frozen, gc.get_freeze_count()) == (False, before)
+    small.collected(9)  # small: nothing frozen after collection, full collections as small
+    assert (small.frozen, gc.get_freeze_count()) == (False, before)
     assert gc.get_threshold() == (700, 10, garbage.FULL_AFTER)
     made = [[index] for index in range(100)]
-    worker.ending()
+    small.ending()
     assert gc.get_freeze_count() >= before + len(made)
-    worker.restore()
+    small.restore()
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_the_next_session_in_the_process_gives_back_what_an_earlier_one_froze(thresholds) -> None:
+    # a run in process (pytester, skill-court trial, the automatic runner) keeps at most one
+    # session's cycles out of the collector's reach
+    first, second = Collector(), Collector()
+    first.begin()
+    first.ending()
+    assert gc.get_freeze_count() > 0
+    kept = gc.get_freeze_count()
+    second.begin()
+    assert gc.get_freeze_count() == 0
+    second.restore()
+    first.restore()
+    assert kept > 0
+
+
+def test_a_session_leaves_alone_what_others_froze_when_no_session_froze(thresholds,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(garbage, "_frozen_by_a_session", False)
+    gc.freeze()  # the application's own (a process that freezes its start-up heap)
+    theirs = gc.get_freeze_count()
+    c = Collector()
+    c.begin()
+    assert gc.get_freeze_count() == theirs
+    c.restore()
 
 
 def test_a_large_session_makes_no_full_collection_until_restore(thresholds,
