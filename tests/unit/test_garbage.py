@@ -24,12 +24,13 @@ def thresholds() -> Iterator[tuple[int, int, int]]:
             gc.unfreeze()
 
 
-def test_begin_makes_no_full_collection_while_collecting_and_restore_gives_the_thresholds_back(
+def test_begin_makes_only_young_collections_while_collecting_and_restore_gives_the_thresholds_back(
         thresholds) -> None:
     gc.set_threshold(700, 10, 10)
     c = Collector()
     c.begin()
-    assert gc.get_threshold() == (700, 10, garbage.NO_FULL)  # what collection makes is kept
+    # what collection makes is kept: no middle collection walks it either, only young ones
+    assert gc.get_threshold() == (700, garbage.NO_FULL, garbage.NO_FULL)
     c.begin()  # a second begin keeps the first one's thresholds to give back
     c.restore()
     assert gc.get_threshold() == (700, 10, 10)
@@ -142,3 +143,30 @@ def test_no_full_collection_runs_while_collecting(thresholds) -> None:
         gc.callbacks.remove(count)
         c.restore()
     assert len(kept) == 300_000 and full == []
+
+
+def test_only_young_collections_run_while_collecting_and_the_middle_ones_after(thresholds) -> None:
+    """Every survivor of collection is kept: a middle collection walked the last ten young
+    ones' survivors again for nothing.  Once collected, they run as before."""
+    gc.set_threshold(10, 1, 1)
+    seen: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    c = Collector()
+    c.begin()
+    gc.callbacks.append(count)
+    try:
+        kept = [[index] for index in range(30_000)]  # what collection makes, kept
+        while_collecting = list(seen)
+        c.collected(1)
+        seen.clear()
+        after = [[index] for index in range(30_000)]
+    finally:
+        gc.callbacks.remove(count)
+        c.restore()
+    assert len(kept) == len(after) == 30_000
+    assert while_collecting and set(while_collecting) == {0}
+    assert 1 in seen
