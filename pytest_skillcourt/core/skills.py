@@ -745,7 +745,6 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
     """One skill, or why it is left out (``real_root``, ``real_folder``: the real paths of
     the root and the folder, ``listing``: its entries' names sorted, when known).  With ``cache``, a folder whose files are the
     ones it was read with is not read again (``library_cache``)."""
-    skill_md = folder / "SKILL.md"
     try:
         try:
             entries = tree_entries(folder, root, where="the skill library", real_boundary=real_root,
@@ -753,7 +752,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
         except TreeError as err:
             raise LibraryError(str(err)) from err
         if not any(rel == "SKILL.md" for rel, _, _ in entries):  # SKILL.md is litter-free, so a link to a folder
-            raise LibraryError(f"{skill_md}: is not a file; make SKILL.md the skill's text file")
+            raise LibraryError(f"{folder / 'SKILL.md'}: is not a file; make SKILL.md the skill's text file")
         key = stats = None
         if cache is not None:
             key, stats = str(folder), stat_list(entries)
@@ -770,7 +769,7 @@ def _read_skill(root: Path, folder: Path, descriptions: Mapping[str, str],
         return SkillProblem(_name_of(folder), folder,
                             f"{getattr(err, 'filename', None) or folder}: cannot be read "
                             f"({err.strerror or err}); make it readable or remove it")
-    made = _made_of(root, folder, descriptions, skill_md, data, runnable)
+    made = _made_of(root, folder, descriptions, folder / "SKILL.md", data, runnable)
     if cache is not None and key is not None and stats is not None:
         _keep(cache, key, stats, made)
     return made

@@ -570,6 +570,10 @@ def _text(value: Any, *, optional: bool = False) -> Any:
     raise TypeError(f"not text: {value!r}")
 
 
+#: The one type every hash of a cache entry has.
+_ONLY_STR = frozenset({str})
+
+
 def _suite_of(entry: Any, path: Path) -> Suite:
     """The :class:`Suite` of a cache entry, every part checked for its type.
 
@@ -588,7 +592,7 @@ def _suite_of(entry: Any, path: Path) -> Suite:
     setup = _text(entry["setup"], optional=True)
     hashes = entry.get("hashes")
     if hashes is not None and (type(hashes) is not list or len(hashes) != len(raw_tasks)
-                               or any(type(h) is not str for h in hashes)):
+                               or not _ONLY_STR.issuperset(map(type, hashes))):
         raise TypeError("hashes")
     tasks = []
     for index, raw in enumerate(raw_tasks):  # thousands of suites: the checks of ``_text`` written out
@@ -602,5 +606,7 @@ def _suite_of(entry: Any, path: Path) -> Suite:
         if hashes is not None:
             task.__dict__["_hash_of"] = (setup, hashes[index])  # not a field: equality and ``replace`` ignore it
         tasks.append(task)
-    return Suite(path=path, skill=_text(entry["skill"]), tasks=tuple(tasks), image=_text(entry["image"], optional=True),
-                 timeout=timeout, reps=reps, setup=setup)
+    suite = _new(Suite)  # as each Task: thousands of suites
+    suite.__dict__.update(path=path, skill=_text(entry["skill"]), tasks=tuple(tasks),
+                          image=_text(entry["image"], optional=True), timeout=timeout, reps=reps, setup=setup)
+    return suite  # type: ignore[no-any-return]

@@ -129,10 +129,13 @@ class ItemHooks:
         ``--lf`` filtered the file down to a failed verdict."""
         report = yield
         produced = getattr(collector, "produced", None)
-        if isinstance(collector, SuiteFile) and produced and report.result is not None:
-            result = list(report.result)
-            give_verdicts_their_runs(list(produced), result)
-            report.result[:] = result
+        result = report.result
+        # ``result != produced``: a plugin filtered the file (items compare by identity);
+        # else there is nothing to give back, as for nearly every file of a session
+        if produced and result is not None and result != produced and isinstance(collector, SuiteFile):
+            kept = list(result)
+            give_verdicts_their_runs(list(produced), kept)
+            result[:] = kept
         return report
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
