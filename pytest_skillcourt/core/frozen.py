@@ -75,6 +75,10 @@ class SuiteSource:
                 "changed_with_skill": self.changed_with_skill}
 
 
+#: The source of a suite read from the working tree that did not change with its skill.
+_WORKING_TREE_SOURCE = SuiteSource()
+
+
 def _git(top: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess[Any]:
     return subprocess.run(["git", "-C", str(top), *args], capture_output=True, text=not binary,
                           timeout=GIT_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
@@ -198,10 +202,28 @@ class SuiteReader:
             SuiteError: the suite (as read from wherever it comes) is not valid, or it
                 is not at ``ref`` while its skill is.
         """
+        suite, source = self.read_suite(path, library)
+        return suite, source if source is not None else self.working_source(suite, library)
+
+    def working_source(self, suite: Suite, library: Library) -> SuiteSource:
+        """Where a suite read from the working tree came from: whether it changed together
+        with its skill is asked of git here (once per work tree, then per suite)."""
+        if not self._changed_with_skill(suite.path, suite, library):
+            return _WORKING_TREE_SOURCE
+        return SuiteSource(changed_with_skill=True)
+
+    def read_suite(self, path: Path, library: Library) -> tuple[Suite, SuiteSource | None]:
+        """:meth:`read`, but None for the source of a suite read from the working tree:
+        :meth:`working_source` says it when it is wanted (a ``--co`` never wants it, and
+        then asks git nothing).
+
+        Raises:
+            SuiteError: as :meth:`read`.
+        """
         path = path if isinstance(path, Path) else Path(path)
         working = load_suite(path, library.name_set, library.broken_map)
         if self.ref is None:
-            return working, SuiteSource(changed_with_skill=self._changed_with_skill(path, working, library))
+            return working, None
         assert self._top is not None and self._commit is not None
         rel = path.resolve().relative_to(self._top).as_posix()
         if not self._exists(rel):

@@ -87,7 +87,7 @@ class Court:
         self.gateway = SessionGateway(lambda: _start_gateway(self.settings))
         self._library: Library | None = None
         self._suites: dict[str, Suite] = {}
-        self._suite_sources: dict[str, SuiteSource] = {}
+        self._suite_sources: dict[str, SuiteSource | None] = {}
         self._facts: dict[str, SuiteFacts] = {}
         self._reader: SuiteReader | None = None
         #: suites parsed before, beside the store (``suite.SuiteCache``): saved at ``close``
@@ -189,8 +189,8 @@ class Court:
         """
         library = self.library()
         with using_cache(self._suite_cache):
-            suite, source = self.suite_reader().read(path, library)
-        self._suite_sources[self.rel(path)] = source
+            suite, source = self.suite_reader().read_suite(path, library)
+        self._suite_sources[self.rel(path)] = source  # None: the working tree's, asked when wanted
         return suite
 
     def suite(self, suite_rel: str) -> Suite:
@@ -204,7 +204,11 @@ class Court:
         """Where the suite ``suite_rel`` of this session came from."""
         if suite_rel not in self._suite_sources:
             self.suite(suite_rel)
-        return self._suite_sources.get(suite_rel, SuiteSource())
+        source = self._suite_sources.get(suite_rel, SuiteSource())
+        if source is None:
+            suite = self.suite(suite_rel)
+            source = self._suite_sources[suite_rel] = self.suite_reader().working_source(suite, self.library())
+        return source
 
     def suite_facts(self, suite_rel: str) -> SuiteFacts:
         """What a verdict of the suite ``suite_rel`` records of it: read once per session,

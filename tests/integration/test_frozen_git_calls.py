@@ -17,7 +17,7 @@ import pytest
 from pytest_skillcourt.core import frozen
 from pytest_skillcourt.core.frozen import SuiteReader
 from pytest_skillcourt.core.skills import load_library
-from tests.support.builders import task, write_skill, write_suite
+from tests.support.builders import ini, task, write_skill, write_suite
 
 SKILLS = 6
 
@@ -71,3 +71,30 @@ def test_outside_git_nothing_changed_together(tmp_path: Path) -> None:
     suite = write_suite(tmp_path, "skill-0", [task("t1", "Question 1: give the total.", "true")])
     reader = SuiteReader(tmp_path, None)
     assert reader.read(suite, load_library(tmp_path / "skills"))[1].changed_with_skill is False
+
+
+def test_listing_the_items_asks_git_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``--co`` makes no verdict, so it never asks whether a suite changed together with
+    its skill: no ``git status`` of a work tree that may be large, no ``git rev-parse``."""
+    project(tmp_path)
+    (tmp_path / "pytest.ini").write_text(ini("http://127.0.0.1:9/v1", sandbox="local"))
+    calls: list[tuple[str, ...]] = []
+    real = frozen._git
+
+    def counting(top: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess[object]:
+        calls.append(args)
+        return real(top, *args, binary=binary)
+
+    monkeypatch.setattr(frozen, "_git", counting)
+    monkeypatch.chdir(tmp_path)
+    code = pytest.main(["--skill-court", "-p", "no:cacheprovider", "-q",
+                        "--co", "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini")])
+    assert code == pytest.ExitCode.OK
+    assert calls == []
+    # the source is still there when a verdict asks: the same reader, asked then
+    library = load_library(tmp_path / "skills")
+    reader = SuiteReader(tmp_path, None)
+    suite, source = reader.read_suite(tmp_path / "skills_tests" / "skill-1.yaml", library)
+    assert source is None and calls == []
+    assert reader.working_source(suite, library).changed_with_skill is False
+    assert [c[0] for c in calls] == ["rev-parse", "status"]
