@@ -25,7 +25,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -439,14 +439,20 @@ def parser_digest() -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def using_cache(cache: SuiteCache | None) -> Iterator[None]:
-    """:func:`load_suite` within this block reads and fills ``cache`` (None: no cache)."""
-    token = _CACHE.set(cache)
-    try:
-        yield
-    finally:
-        _CACHE.reset(token)
+class using_cache:  # lower case: it replaced a function of that name
+    """:func:`load_suite` within this block reads and fills ``cache`` (None: no cache).
+    A class, not a generator: entered once per suite file read."""
+
+    __slots__ = ("_cache", "_token")
+
+    def __init__(self, cache: SuiteCache | None) -> None:
+        self._cache = cache
+
+    def __enter__(self) -> None:
+        self._token = _CACHE.set(self._cache)
+
+    def __exit__(self, *exc: object) -> None:
+        _CACHE.reset(self._token)
 
 
 class SuiteCache:

@@ -5,6 +5,7 @@ also reports).  An xdist controller collects and runs nothing, so these never fi
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -81,6 +82,8 @@ class ItemHooks:
         # the collector's settings, for this session's life
         self._gc = Collector()
         self._sigterm: Any = None  # the SIGTERM handler catch_sigterm replaced
+        #: folder path -> whether it is in a suite folder (``_in_suite_dir``)
+        self._suite_folders: dict[str, bool] = {}
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -117,10 +120,19 @@ class ItemHooks:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
         if file_path.suffix not in (".yaml", ".yml"):
             return None
-        if not any(part in self.court.settings.suite_dirs for part in file_path.parent.parts):
+        if not self._in_suite_dir(os.path.dirname(file_path)):
             return None
         self.court.suite_files += 1
         return SuiteFile.from_parent(parent, path=file_path, court=self.runs)
+
+    def _in_suite_dir(self, folder: str) -> bool:
+        """Whether a folder of that path is named as a suite folder (asked once per folder:
+        thousands of suite files share one)."""
+        found = self._suite_folders.get(folder)
+        if found is None:
+            names = self.court.settings.suite_dirs
+            found = self._suite_folders[folder] = any(part in names for part in Path(folder).parts)
+        return found
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector
