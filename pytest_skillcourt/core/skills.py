@@ -825,6 +825,9 @@ def _keep(cache: LibraryCache, key: str, stats: tuple[str, int], made: Skill | S
                            "frontmatter": back, "notes": list(made.notes)})
 
 
+_new = object.__new__
+
+
 def _from_cache(entry: dict[str, Any], root: Path, folder: Path,
                 descriptions: Mapping[str, str]) -> Skill | SkillProblem | None:
     """The skill (or problem) a cache entry keeps, every part checked for its type; None
@@ -840,9 +843,11 @@ def _from_cache(entry: dict[str, Any], root: Path, folder: Path,
             or type(front) is not dict or type(notes) is not list or not all(type(n) is str for n in notes)):
         return None
     category = _category(root, folder)
-    return Skill(name=name, folder=folder, category=category, description=description, hash=digest,
-                 root=root, frontmatter=front, category_description=descriptions.get(category, ""),
-                 notes=tuple(notes))
+    skill = _new(Skill)  # without its frozen __init__: a library of thousands of skills, each read from here
+    skill.__dict__.update(name=name, folder=folder, category=category, description=description, hash=digest,
+                          root=root, frontmatter=front, category_description=descriptions.get(category, ""),
+                          notes=tuple(notes))
+    return skill  # type: ignore[no-any-return]
 
 
 def load_library(root: Path, cache: LibraryCache | None = None) -> Library:

@@ -161,7 +161,8 @@ class ItemHooks:
         the selection of ``--lf``, which is itself a wrapper."""
         collected = list(items)
         result = yield
-        back = give_verdicts_their_runs(collected, items)
+        # nothing deselected (items compare by identity): no verdict lost its runs
+        back = give_verdicts_their_runs(collected, items) if items != collected else []
         if back:  # ``-k`` reported them deselected: they run after all, so they are not
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             stats = getattr(reporter, "stats", None)
