@@ -141,13 +141,8 @@ class ItemHooks:
         ``--lf`` filtered the file down to a failed verdict."""
         report = yield
         produced = getattr(collector, "produced", None)
-        result = report.result
-        # ``result != produced``: a plugin filtered the file (items compare by identity);
-        # else there is nothing to give back, as for nearly every file of a session
-        if produced and result is not None and result != produced and isinstance(collector, SuiteFile):
-            kept = list(result)
-            give_verdicts_their_runs(list(produced), kept)
-            result[:] = kept
+        if produced and report.result is not None and isinstance(collector, SuiteFile):
+            give_verdicts_their_runs(produced, report.result)
         return report
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -161,8 +156,7 @@ class ItemHooks:
         the selection of ``--lf``, which is itself a wrapper."""
         collected = list(items)
         result = yield
-        # nothing deselected (items compare by identity): no verdict lost its runs
-        back = give_verdicts_their_runs(collected, items) if items != collected else []
+        back = give_verdicts_their_runs(collected, items)
         if back:  # ``-k`` reported them deselected: they run after all, so they are not
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             stats = getattr(reporter, "stats", None)

@@ -20,7 +20,11 @@ from pytest_skillcourt.stats.verdict import EARLY_STOP_TASKS, unreachable
 def give_verdicts_their_runs(collected: list[Any], items: list[Any]) -> list[Any]:
     """A verdict selected without any of its runs (``--lf`` after a failed
     verdict, ``-k verdict``) would be decided on nothing; select its runs
-    again (unchanged ones come from the cache).  Returns the runs selected again."""
+    again (unchanged ones come from the cache).  Returns the runs selected again.
+    ``collected`` is only read; ``items`` is changed in place."""
+    if items == collected:  # nothing filtered (items compare by identity): as for nearly every call
+        return []
+
     def key(item: Any) -> tuple[str, str] | None:
         if isinstance(item, RunItem):
             return (item.run.suite_rel, item.run.model)
